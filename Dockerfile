@@ -1,0 +1,23 @@
+# slab-ops-proxy image. The same image runs the proxy (default command) and the sandbox system of
+# record (`node dist/sandbox/main.js`). Node 24 LTS in production; the code also runs on Node 20.19+.
+
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+
+FROM node:24-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY config ./config
+USER node
+EXPOSE 8080 9090
+HEALTHCHECK --interval=10s --timeout=2s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.ADMIN_PORT || 9090) + '/readyz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+CMD ["node", "dist/main.js"]

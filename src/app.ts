@@ -1,0 +1,304 @@
+/**
+ * The one place where the proxy is wired, in the order of the request flow (DESIGN §3):
+ * data plane (canonicalise → authenticate → authorise → validate) → read service (L1 → store →
+ * coalesced fill) → upstream; then the Express fallback plane, and the admin plane on its own port.
+ */
+import { type Server, createServer } from 'node:http';
+import type { Logger } from 'pino';
+import { type AccessLists, InMemoryAccessLists } from './auth/access-lists.js';
+import { createAuthenticator } from './auth/authenticate.js';
+import type { KeySourceOptions } from './auth/key-source.js';
+import { createTokenVerifier, tokenDigest } from './auth/verify-token.js';
+import { createAdminApp } from './admin/admin-app.js';
+import { createSharedControl } from './admin/shared-control.js';
+import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from './cache/coordinator.js';
+import { L1Cache } from './cache/l1.js';
+import { createMemoryStore } from './cache/memory-store.js';
+import { CachePolicies } from './cache/policy.js';
+import { type ReadService, createReadService } from './cache/read-service.js';
+import { type RedisClient, RedisHealth, createRedisClient } from './cache/redis-connection.js';
+import { createRedisStore } from './cache/redis-store.js';
+import type { CacheStore } from './cache/store.js';
+import type { FileConfig } from './config/schema.js';
+import { answerClientError } from './http/client-error.js';
+import { createDataPlane } from './http/data-plane.js';
+import { createFallbackApp } from './http/fallback-app.js';
+import { closeServer, listenOn } from './http/listen.js';
+import { CircuitBreaker } from './limits/circuit-breaker.js';
+import { createInboundLimiter } from './limits/inbound.js';
+import { createUpstreamBudget } from './limits/upstream-budget.js';
+import { createUpstreamPause } from './limits/upstream-pause.js';
+import { createRequestLog } from './observability/logger.js';
+import { createUpstreamClient } from './upstream/client.js';
+import { createReadFetcher } from './upstream/fetch-read.js';
+import { guardFetcher } from './upstream/guarded-fetch.js';
+import { type Passthrough, createPassthrough } from './upstream/passthrough.js';
+
+export interface RedisSettings {
+  readonly url?: string | undefined;
+  readonly clusterNodes?: readonly string[] | undefined;
+}
+
+export interface ProxyAppOptions {
+  readonly upstreamUrl: string;
+  readonly keys: KeySourceOptions;
+  readonly issuer?: string | undefined;
+  readonly audience?: string | undefined;
+  readonly config: FileConfig;
+  readonly logger: Logger;
+  /** Without it the cache is in-process (one replica). */
+  readonly redis?: RedisSettings | undefined;
+  /** Revocations and blocks; the operations issue backs them with Redis. */
+  readonly lists?: AccessLists;
+  /** Enables the operator API on the admin port (`ADMIN_TOKEN`). */
+  readonly adminToken?: string | undefined;
+  readonly now?: () => number;
+  /** Each background refresh (stale-while-revalidate), settled when it is done. */
+  readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
+}
+
+export interface ListenOptions {
+  readonly port: number;
+  readonly host: string;
+  /** Omit to run without the admin plane (tests of the data plane alone). */
+  readonly adminPort?: number;
+}
+
+export interface ProxyApp {
+  readonly server: Server;
+  readonly adminServer: Server;
+  readonly lists: AccessLists;
+  readonly policies: CachePolicies;
+  readonly store: CacheStore;
+  readonly reads: ReadService;
+  listen(options: ListenOptions): Promise<{ port: number; adminPort: number | undefined }>;
+  close(): Promise<void>;
+}
+
+interface CacheParts {
+  readonly store: CacheStore;
+  readonly l1: L1Cache | undefined;
+  readonly coordinator: FillCoordinator;
+  readonly redisState: () => string;
+  /** The shared Redis, when there is one: the inbound limits count there too. */
+  readonly redis: { readonly client: RedisClient; readonly subscriber: RedisClient; readonly health: RedisHealth; readonly prefix: string } | undefined;
+  /** Resolves once Redis is connected, or after a bound: a start never hangs on a Redis that is down. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** How long a start waits for Redis before serving degraded (misses go to the upstream). */
+const REDIS_START_WAIT_MS = 3_000;
+
+function createCache(options: ProxyAppOptions): CacheParts {
+  const { config, logger } = options;
+  const redis = options.redis;
+  if (redis?.url === undefined && (redis?.clusterNodes === undefined || redis.clusterNodes.length === 0)) {
+    return {
+      store: createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) }),
+      l1: undefined,
+      coordinator: LOCAL_COORDINATOR,
+      redisState: () => 'none',
+      redis: undefined,
+      ready: () => Promise.resolve(),
+      close: () => Promise.resolve(),
+    };
+  }
+  const onError = (error: Error): void => logger.debug({ err: { message: error.message } }, 'redis connection error');
+  const connection = { url: redis.url, clusterNodes: redis.clusterNodes, commandTimeoutMs: config.redis.commandTimeoutMs, onError };
+  const client: RedisClient = createRedisClient(connection);
+  const subscriber: RedisClient = createRedisClient({ ...connection, subscriber: true });
+  const health = new RedisHealth(client);
+  const prefix = config.cache.keyPrefix;
+  return {
+    store: createRedisStore({
+      client,
+      health,
+      prefix,
+      ...(options.now !== undefined && { now: options.now }),
+      onFailure: (operation) => logger.debug({ operation }, 'redis store operation failed'),
+    }),
+    l1: new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 }),
+    coordinator: createRedisCoordinator({
+      client,
+      subscriber,
+      health,
+      channel: `${prefix}:fills`,
+      // A leader's lease outlives its longest upstream exchange; only a dead leader's expires.
+      leaseMs: config.upstream.timeout * 1000 + 2_000,
+    }),
+    redisState: () => health.state(),
+    redis: { client, subscriber, health, prefix },
+    ready() {
+      if (client.status === 'ready') return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(done, REDIS_START_WAIT_MS);
+        timer.unref();
+        function done(): void {
+          clearTimeout(timer);
+          client.off('ready', done);
+          resolve();
+        }
+        client.once('ready', done);
+      });
+    },
+    async close() {
+      client.disconnect();
+      subscriber.disconnect();
+    },
+  };
+}
+
+export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
+  const { config, logger } = options;
+  const lists = options.lists ?? new InMemoryAccessLists();
+  const verifier = createTokenVerifier({
+    keys: options.keys,
+    issuer: options.issuer,
+    audience: options.audience,
+    clockToleranceSeconds: config.auth.clockTolerance,
+    claims: config.auth.claims,
+  });
+  const upstream = createUpstreamClient({
+    url: options.upstreamUrl,
+    timeoutMs: config.upstream.timeout * 1000,
+    maxBodyBytes: config.upstream.maxBodyBytes,
+    connections: config.upstream.maxConcurrent,
+  });
+  const passthrough: Passthrough | undefined = config.upstream.passthrough
+    ? createPassthrough({ url: options.upstreamUrl, timeoutMs: config.upstream.timeout * 1000, maxSockets: config.upstream.maxConcurrent })
+    : undefined;
+  const cache = createCache(options);
+  await cache.ready();
+  const policies = new CachePolicies(config.cache);
+  const breaker = new CircuitBreaker({
+    failures: config.upstream.breaker.failures,
+    openForMs: config.upstream.breaker.openFor * 1000,
+    ...(options.now !== undefined && { now: options.now }),
+    onChange: (state) => logger.warn({ breaker: state }, 'upstream circuit breaker'),
+  });
+  const pause = createUpstreamPause({
+    redis: cache.redis,
+    probeMs: config.upstream.timeout * 1000 + 1_000,
+    ...(options.now !== undefined && { now: options.now }),
+  });
+  const budget = createUpstreamBudget({
+    maxConcurrent: config.upstream.maxConcurrent,
+    maxPerSecond: config.upstream.maxPerSecond,
+    replicas: config.rateLimit.replicas,
+    redis:
+      cache.redis === undefined
+        ? undefined
+        : {
+            url: options.redis?.url,
+            clusterNodes: options.redis?.clusterNodes,
+            prefix: config.cache.keyPrefix,
+            sharedHealth: cache.redis.health,
+            commandTimeoutMs: config.redis.commandTimeoutMs,
+          },
+    onError: (error) => logger.debug({ err: { message: error instanceof Error ? error.message : String(error) } }, 'upstream budget error'),
+  });
+  // Set once the read service exists; a purge announced before that has nothing to forget.
+  let forgetter: ReadService | undefined;
+  const control = await createSharedControl({
+    redis: cache.redis,
+    applyOverrides: (overrides) => policies.setOverrides(overrides),
+    applyLists: (snapshot) => {
+      if (lists instanceof InMemoryAccessLists) lists.replace(snapshot);
+    },
+    forgetLocally: (company, resource) => forgetter?.forgetLocally(company, resource),
+    onError: (error) => logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'shared control state unavailable'),
+  });
+  const reads = createReadService({
+    store: cache.store,
+    l1: cache.l1,
+    coordinator: cache.coordinator,
+    policies,
+    keyPrefix: config.cache.keyPrefix,
+    fetch: guardFetcher(createReadFetcher(upstream), {
+      // An upstream 401 for a token the proxy accepted revokes it in the proxy too (DESIGN §5).
+      onUpstreamUnauthorized: ({ principal, token }) => {
+        const revoked =
+          principal.tokenId === undefined
+            ? control.revokeDigest(tokenDigest(token), principal.expiresAt)
+            : control.revokeTokenId(principal.tokenId, principal.expiresAt);
+        revoked.catch((error: unknown) => logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'revocation not shared'));
+      },
+      breaker,
+      pause,
+      budget,
+      maxQueueWaitMs: config.upstream.maxQueueWait * 1000,
+      ...(options.now !== undefined && { now: options.now }),
+    }),
+    // A follower waits about as long as the leader's upstream exchange may take.
+    coalesceWaitMs: config.upstream.timeout * 1000 + 1_000,
+    ...(options.now !== undefined && { now: options.now }),
+    ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
+  });
+  forgetter = reads;
+
+  const limiter = createInboundLimiter({
+    perCredential: config.rateLimit.perCredential,
+    perCompany: config.rateLimit.perCompany,
+    replicas: config.rateLimit.replicas,
+    // Its own breaker: a slow limit decision must not make the cache skip Redis as well.
+    redis: cache.redis === undefined ? undefined : { ...cache.redis, health: new RedisHealth(cache.redis.client), timeoutMs: config.redis.commandTimeoutMs },
+    ...(options.now !== undefined && { now: options.now }),
+  });
+
+
+  const dataPlane = createDataPlane({
+    authenticator: createAuthenticator(verifier, lists),
+    limiter,
+    lists,
+    policy: { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule },
+    reads,
+    log: createRequestLog(logger),
+    yieldUnknownResources: passthrough !== undefined,
+    // The message and the stack's first frames: a library error may carry a payload or a key.
+    onDefect: (error) => logger.error({ err: { message: error instanceof Error ? error.message : String(error), stack: error instanceof Error ? error.stack?.split('\n').slice(0, 4).join('\n') : undefined } }, 'defect'),
+  });
+  const fallback = createFallbackApp(passthrough?.handler);
+  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
+    if (!dataPlane(req, res)) fallback(req, res);
+  });
+  server.on('clientError', answerClientError);
+
+  let ready = false;
+  const adminServer = createServer(
+    createAdminApp(
+      {
+        ready: () => ready,
+        components: () => ({ upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`, cache: cache.store.kind, redis: cache.redisState() }),
+      },
+      options.adminToken === undefined ? undefined : { token: options.adminToken, config: () => config, policies, reads, control },
+    ),
+  );
+
+  return {
+    server,
+    adminServer,
+    lists,
+    policies,
+    store: cache.store,
+    reads,
+    async listen(listen) {
+      const port = await listenOn(server, listen.port, listen.host);
+      const adminPort = listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
+      ready = true;
+      return { port, adminPort };
+    },
+    async close() {
+      ready = false;
+      await Promise.all([closeServer(server), closeServer(adminServer)]);
+      passthrough?.close();
+      verifier.close();
+      control.close();
+      await budget.close();
+      await cache.coordinator.close();
+      await cache.store.close();
+      await cache.close();
+      await upstream.close();
+    },
+  };
+}

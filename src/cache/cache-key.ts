@@ -1,0 +1,75 @@
+/**
+ * Cache keys (DESIGN §6), pure. A key names one canonical read for one tenant partition:
+ *
+ *   <prefix>:{<company>:<resource>}:<partition>:<kind>:<canonical query or id>
+ *
+ * Injective by construction: every segment before the last is colon-free (the prefix is checked,
+ * company ids are `[A-Za-z0-9_-]` or digits, resources come from the catalog, employee ids follow
+ * the company grammar, credential ids are base64url-encoded), and the last segment is the strictly
+ * encoded canonical query or a numeric id. So splitting on `:` gives back every part, and no two
+ * distinct reads of different companies or partitions can share a key, whatever the filter values.
+ *
+ * The `{company:resource}` hash tag puts one company's resource in one Redis Cluster slot, so
+ * the generation and the entry are read in one MGET and a cluster needs no key change.
+ *
+ * The purge generation is not in the key but in the entry (see `entry.ts`): a lookup reads the
+ * generation and the entry in one round trip, and an older entry is a miss that the next fill
+ * overwrites instead of orphaning it.
+ */
+import type { Principal } from '../auth/principal.js';
+import type { ResourceName } from '../catalog/resources.js';
+import type { Partition } from '../config/schema.js';
+import type { CanonicalRead } from '../request/canonical-read.js';
+
+export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
+
+/** The unit of purging and the Redis Cluster hash slot: one company's one resource. */
+export interface CacheGroup {
+  readonly company: string;
+  readonly resource: ResourceName;
+}
+
+export interface CacheAddress {
+  readonly group: CacheGroup;
+  /** The entry's key. */
+  readonly key: string;
+  /** The group's generation key. */
+  readonly generationKey: string;
+  /** The cluster-wide coalescing lease for this key. */
+  readonly leaseKey: string;
+}
+
+export function groupTag(group: CacheGroup): string {
+  return `{${group.company}:${group.resource}}`;
+}
+
+export function generationKey(prefix: string, group: CacheGroup): string {
+  return `${prefix}:${groupTag(group)}:gen`;
+}
+
+/**
+ * The partition segment. `co` (the company shares), `em.<id>` or `em-` (per employee; `em-` for
+ * tokens without one), `cr.<base64url>` (per credential). None of them can equal `gen` or `lease`.
+ */
+export function partitionSegment(partition: Partition, principal: Principal): string {
+  switch (partition) {
+    case 'company':
+      return 'co';
+    case 'employee':
+      return principal.employee === undefined ? 'em-' : `em.${principal.employee.id}`;
+    case 'credential':
+      return `cr.${Buffer.from(principal.credential, 'utf8').toString('base64url')}`;
+  }
+}
+
+export function cacheAddress(prefix: string, read: CanonicalRead, principal: Principal, partition: Partition): CacheAddress {
+  const group: CacheGroup = { company: principal.company, resource: read.resource.name };
+  const tag = groupTag(group);
+  const rest = `${partitionSegment(partition, principal)}:${read.kind === 'list' ? `list:${read.query}` : `id:${read.id ?? ''}`}`;
+  return {
+    group,
+    key: `${prefix}:${tag}:${rest}`,
+    generationKey: `${prefix}:${tag}:gen`,
+    leaseKey: `${prefix}:${tag}:lease:${rest}`,
+  };
+}

@@ -1,0 +1,49 @@
+/**
+ * The `Cache-Status` response header (RFC 9211), member `slab-proxy`. Never the `key` parameter:
+ * keys name tenants and filters.
+ */
+export const CACHE_NAME = 'slab-proxy';
+
+/** A short form for logs and metrics. */
+export type CacheResult = 'hit' | 'stale' | 'miss' | 'collapsed' | 'bypass';
+
+export type CacheStatus =
+  /** Fresh from the cache; `ttl` is the remaining freshness in seconds. */
+  | { readonly kind: 'hit'; readonly ttl: number }
+  /** Stale but within stale-while-revalidate: served at once, one background refresh runs. */
+  | { readonly kind: 'revalidating'; readonly ttl: number }
+  /** Forwarded; `stored` when the answer was cached. */
+  | { readonly kind: 'miss'; readonly fwdStatus: number; readonly stored: boolean }
+  /** Waited for another request's fetch (in this process or on another replica) and reused it. */
+  | { readonly kind: 'collapsed'; readonly fwdStatus: number }
+  /** The upstream failed or answered 429: a stale copy, within stale-if-error. */
+  | { readonly kind: 'stale-if-error'; readonly ttl: number; readonly fwdStatus: number };
+
+export function formatCacheStatus(status: CacheStatus): string {
+  switch (status.kind) {
+    case 'hit':
+      return `${CACHE_NAME}; hit; ttl=${status.ttl}`;
+    case 'revalidating':
+      return `${CACHE_NAME}; hit; ttl=${status.ttl}; detail=stale-while-revalidate`;
+    case 'miss':
+      return `${CACHE_NAME}; fwd=miss; fwd-status=${status.fwdStatus}${status.stored ? '; stored' : ''}`;
+    case 'collapsed':
+      return `${CACHE_NAME}; fwd=miss; fwd-status=${status.fwdStatus}; collapsed`;
+    case 'stale-if-error':
+      return `${CACHE_NAME}; fwd=stale; fwd-status=${status.fwdStatus}; ttl=${status.ttl}`;
+  }
+}
+
+export function cacheResultOf(status: CacheStatus): CacheResult {
+  switch (status.kind) {
+    case 'hit':
+      return 'hit';
+    case 'revalidating':
+    case 'stale-if-error':
+      return 'stale';
+    case 'miss':
+      return 'miss';
+    case 'collapsed':
+      return 'collapsed';
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * Cluster-wide request coalescing (DESIGN §6). Within a process the read service keeps one fetch
+ * per key; across replicas a short Redis lease elects one fetcher, and the others wait for its
+ * fill: a pub/sub announcement (one channel, one subscription per process), with a poll of the
+ * lease as the fallback for a lost message or a leader that died. Waits are bounded; then the
+ * follower fetches itself.
+ */
+import { randomUUID } from 'node:crypto';
+import type { CacheAddress } from './cache-key.js';
+import type { RedisClient, RedisHealth } from './redis-connection.js';
+
+export type LeaseOutcome = 'acquired' | 'held' | 'unavailable';
+
+export interface FillCoordinator {
+  /** Tries to become this key's fetcher across replicas. */
+  tryLease(address: CacheAddress): Promise<LeaseOutcome>;
+  /** Gives the lease up and tells waiting replicas to look (after the entry was saved, if any). */
+  release(address: CacheAddress): Promise<void>;
+  /** Resolves when the key's fill is announced, its lease is gone, or `maxWaitMs` passed. */
+  waitForFill(address: CacheAddress, maxWaitMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** One process, nothing to coordinate: in-process coalescing already gives one fetch per key. */
+export const LOCAL_COORDINATOR: FillCoordinator = {
+  tryLease: () => Promise.resolve('acquired'),
+  release: () => Promise.resolve(),
+  waitForFill: () => Promise.resolve(),
+  close: () => Promise.resolve(),
+};
+
+/**
+ * Takes the lease (ARGV[1]: this fill's token), or takes it over when it is held by this process
+ * (ARGV[3]: the process's token prefix): a fill never waits on a lease its own process left
+ * behind (a release lost to a Redis restart or a timeout), since the read service runs one fill
+ * per key per process — that lease's fill is over.
+ */
+const LEASE_SCRIPT = `local holder = redis.call('get', KEYS[1])
+if holder == false or string.sub(holder, 1, string.len(ARGV[3])) == ARGV[3] then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0`;
+
+const RELEASE_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end
+redis.call('publish', ARGV[2], ARGV[3])
+return 1`;
+
+export interface RedisCoordinatorOptions {
+  readonly client: RedisClient;
+  readonly subscriber: RedisClient;
+  readonly health: RedisHealth;
+  readonly channel: string;
+  /** Lease lifetime: longer than one upstream exchange, so only a dead leader's lease expires. */
+  readonly leaseMs: number;
+  /** Lease poll period while waiting (default 100 ms). */
+  readonly pollMs?: number;
+}
+
+export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCoordinator {
+  const { client, subscriber, health, channel, leaseMs } = options;
+  const pollMs = options.pollMs ?? 100;
+  /** Lease tokens are `<process>:<fill>`: a release removes its own fill's lease, never a newer one. */
+  const owner = `${randomUUID()}:`;
+  let fills = 0;
+  /** leaseKey → the token of this process's fill holding it. */
+  const held = new Map<string, string>();
+  const waiters = new Map<string, Set<() => void>>();
+
+  subscriber.on('message', (from: string, key: string) => {
+    if (from !== channel) return;
+    const wake = waiters.get(key);
+    if (wake === undefined) return;
+    waiters.delete(key);
+    for (const resolve of wake) resolve();
+  });
+  // Not awaited: a start with Redis down must not wait for it; ioredis resubscribes on reconnect.
+  subscriber.subscribe(channel).catch(() => undefined);
+
+  function wait(key: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const set = waiters.get(key) ?? new Set();
+      waiters.set(key, set);
+      const done = (): void => {
+        clearTimeout(timer);
+        set.delete(done);
+        if (set.size === 0 && waiters.get(key) === set) waiters.delete(key);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      set.add(done);
+    });
+  }
+
+  return {
+    async tryLease(address) {
+      if (!health.usable()) return 'unavailable';
+      try {
+        fills += 1;
+        const token = `${owner}${String(fills)}`;
+        const taken = await client.eval(LEASE_SCRIPT, 1, address.leaseKey, token, leaseMs, owner);
+        if (taken !== 1) return 'held';
+        held.set(address.leaseKey, token);
+        return 'acquired';
+      } catch {
+        health.failed();
+        return 'unavailable';
+      }
+    },
+    async release(address) {
+      // Tried even while the breaker is open (the read service does not wait for it): a lease
+      // left behind would hold other replicas' fills until it expires. Without a connection the
+      // command fails at once.
+      const token = held.get(address.leaseKey);
+      if (token === undefined) return;
+      held.delete(address.leaseKey);
+      try {
+        await client.eval(RELEASE_SCRIPT, 1, address.leaseKey, token, channel, address.key);
+      } catch {
+        health.failed(); // the lease expires by itself; waiters poll
+      }
+    },
+    async waitForFill(address, maxWaitMs) {
+      const deadline = Date.now() + maxWaitMs;
+      for (;;) {
+        const left = deadline - Date.now();
+        if (left <= 0) return;
+        await wait(address.key, Math.min(pollMs, left));
+        try {
+          if ((await client.exists(address.leaseKey)) === 0) return; // filled, failed or leader gone
+        } catch {
+          return; // Redis is failing: stop waiting and fetch
+        }
+      }
+    },
+    async close() {
+      for (const set of waiters.values()) for (const resolve of set) resolve();
+      waiters.clear();
+    },
+  };
+}

@@ -1,0 +1,57 @@
+/**
+ * The L1 (DESIGN §6): an in-process LRU of the hottest decoded entries in front of Redis, bounded
+ * by bytes, each entry kept for a short time (1 s by default). It never serves across a purge: an
+ * entry is used only while its generation is the group's generation last seen in Redis (every
+ * lookup refreshes that) or announced by a purge.
+ */
+import { LRUCache } from 'lru-cache';
+import type { CacheEntry } from './entry.js';
+
+export interface L1Options {
+  readonly maxBytes: number;
+  readonly ttlMs: number;
+}
+
+const ENTRY_OVERHEAD = 256;
+
+export class L1Cache {
+  readonly #entries: LRUCache<string, CacheEntry>;
+  /** Group tag → the generation last seen for it. */
+  readonly #generations = new Map<string, string>();
+
+  constructor(options: L1Options) {
+    if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024) throw new TypeError('cache.l1.maxBytes must be at least 1024');
+    if (!(options.ttlMs > 0)) throw new TypeError('cache.l1.ttl must be positive');
+    this.#entries = new LRUCache({
+      maxSize: options.maxBytes,
+      ttl: options.ttlMs,
+      sizeCalculation: (entry, key) => entry.body.length + key.length + ENTRY_OVERHEAD,
+    });
+  }
+
+  get(key: string, tag: string): CacheEntry | undefined {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return undefined;
+    return this.#generations.get(tag) === entry.generation ? entry : undefined;
+  }
+
+  set(key: string, entry: CacheEntry): void {
+    this.#entries.set(key, entry);
+  }
+
+  /** Records the group's generation as read from the store (or `undefined`: none is valid). */
+  noteGeneration(tag: string, generation: string | undefined): void {
+    if (generation === undefined) this.#generations.delete(tag);
+    else if (this.#generations.get(tag) !== generation) this.#generations.set(tag, generation);
+  }
+
+  /** A purge: nothing of the group is served from here until the store is read again. */
+  forgetGroup(tag: string): void {
+    this.#generations.delete(tag);
+  }
+
+  clear(): void {
+    this.#entries.clear();
+    this.#generations.clear();
+  }
+}

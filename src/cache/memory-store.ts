@@ -1,0 +1,65 @@
+/**
+ * The in-process store of the embedded default (one replica): an LRU bounded by bytes, entries
+ * expiring at their `keepUntil`. It keeps decoded entries, so a hit costs no decoding.
+ */
+import { LRUCache } from 'lru-cache';
+import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
+import type { CacheEntry } from './entry.js';
+import { type CacheStore, type StoreLookup, newGeneration } from './store.js';
+
+/** Bookkeeping bytes per entry beyond its body (key, header fields, LRU node). */
+const ENTRY_OVERHEAD = 256;
+
+export interface MemoryStoreOptions {
+  readonly maxBytes: number;
+  readonly now?: () => number;
+}
+
+export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
+  if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024) throw new TypeError('cache.memory.maxBytes must be at least 1024');
+  const now = options.now ?? Date.now;
+  const entries = new LRUCache<string, CacheEntry>({
+    maxSize: options.maxBytes,
+    sizeCalculation: (entry, key) => entry.body.length + key.length + ENTRY_OVERHEAD,
+  });
+  const generations = new Map<string, string>();
+
+  function peek(address: CacheAddress): StoreLookup {
+    let entry = entries.get(address.key);
+    if (entry !== undefined && entry.keepUntil <= now()) {
+      entries.delete(address.key);
+      entry = undefined;
+    }
+    return { entry, generation: generations.get(groupTag(address.group)), available: true };
+  }
+
+  return {
+    kind: 'memory',
+    peek,
+    lookup: (address) => Promise.resolve(peek(address)),
+    ensureGeneration(address) {
+      const tag = groupTag(address.group);
+      let generation = generations.get(tag);
+      if (generation === undefined) {
+        generation = newGeneration();
+        generations.set(tag, generation);
+      }
+      return Promise.resolve(generation);
+    },
+    save(address, entry) {
+      const ttl = entry.keepUntil - now();
+      const fits = entry.body.length + address.key.length + ENTRY_OVERHEAD <= options.maxBytes;
+      if (ttl > 0 && fits) entries.set(address.key, entry);
+      return Promise.resolve(ttl > 0 && fits);
+    },
+    purge(group: CacheGroup) {
+      const generation = newGeneration();
+      generations.set(groupTag(group), generation);
+      return Promise.resolve(generation);
+    },
+    close() {
+      entries.clear();
+      return Promise.resolve();
+    },
+  };
+}

@@ -1,0 +1,319 @@
+/**
+ * The read service: what the data plane calls once a read is authenticated, authorised and
+ * canonical (DESIGN §3, §6). It serves from the cache (L1, then the store), coalesces misses into
+ * one upstream request per key in the process and across replicas, serves stale while one
+ * background refresh runs, and serves stale when the upstream fails or answers 429.
+ *
+ *   L1 hit (fresh, current generation)            → hit
+ *   store hit (fresh)                             → hit, into L1
+ *   store stale, within staleWhileRevalidate      → hit (revalidating), one background refresh
+ *   otherwise                                     → one fill per key (leader); others collapse
+ *     fill: 200 / record 404                      → stored, shared with every waiter
+ *           failure (refused, deadline, 5xx, bad) → shared; each serves stale within staleIfError
+ *           401 / 403 / 429 / other 4xx           → the leader's alone; each waiter fetches itself
+ */
+import type { Principal } from '../auth/principal.js';
+import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
+import type { ProxyError } from '../errors/proxy-error.js';
+import type { CanonicalRead } from '../request/canonical-read.js';
+import type { UpstreamAnswer } from '../upstream/client.js';
+import type { FetchOutcome, ReadFetcher } from '../upstream/fetch-read.js';
+import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
+import { type CacheResult, type CacheStatus, cacheResultOf, formatCacheStatus } from './cache-status.js';
+import type { FillCoordinator } from './coordinator.js';
+import { type CacheEntry, strongEtag } from './entry.js';
+import type { L1Cache } from './l1.js';
+import type { CachePolicies, EffectivePolicy } from './policy.js';
+import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
+
+export interface ReadRequest {
+  readonly read: CanonicalRead;
+  readonly principal: Principal;
+  /** The bearer token, to forward on a miss; never keyed, never stored, never logged. */
+  readonly token: string;
+  readonly requestId: string;
+}
+
+/** What the client is sent, before the headers every read gets. */
+export interface ReadOutcome {
+  readonly status: number;
+  readonly body: Buffer;
+  readonly contentType: string;
+  /** The upstream's `Retry-After` on a passed-through 429. */
+  readonly retryAfter: string | undefined;
+  /** `Cache-Status` (RFC 9211). */
+  readonly cacheStatus: string;
+  readonly cacheResult: CacheResult;
+  /** Cacheable answers (200, record 404) only. */
+  readonly etag: string | undefined;
+  readonly ageSeconds: number | undefined;
+  readonly maxAgeSeconds: number | undefined;
+  readonly upstreamMs: number | undefined;
+}
+
+export interface ReadService {
+  serve(request: ReadRequest): Promise<ReadOutcome | ProxyError>;
+  /**
+   * A fresh hit held in this process (the L1, or an in-process store), synchronously; `undefined`
+   * when `serve` must run. The hit path of the data plane tries this first.
+   */
+  serveHot(request: ReadRequest): ReadOutcome | undefined;
+  /**
+   * Makes every entry of the company (or of one of its resources) a miss: a new generation in the
+   * store, and this process's L1 copies dropped at once. Other replicas' L1 copies go within
+   * `cache.l1.ttl`. Resolves false when the store could not be reached.
+   */
+  purge(company: string, resource?: ResourceName): Promise<boolean>;
+  /** Drops this process's L1 copies of a group purged elsewhere (its store generation changed). */
+  forgetLocally(company: string, resource?: ResourceName): void;
+}
+
+/** The result of one fill, as every request waiting on it sees it. */
+type Fill =
+  | { readonly kind: 'entry'; readonly entry: CacheEntry; readonly stored: boolean; readonly upstreamMs: number | undefined; readonly collapsed: boolean }
+  | { readonly kind: 'failure'; readonly outcome: Extract<FetchOutcome, { kind: 'failure' }> }
+  /** 401/403/429/other 4xx: for the request whose token it was. */
+  | { readonly kind: 'private'; readonly answer: UpstreamAnswer }
+  /** A background refresh that another replica is already doing. */
+  | { readonly kind: 'skipped' };
+
+export interface ReadServiceOptions {
+  readonly store: CacheStore;
+  /** In front of a remote store only. */
+  readonly l1: L1Cache | undefined;
+  readonly coordinator: FillCoordinator;
+  readonly policies: CachePolicies;
+  readonly keyPrefix: string;
+  readonly fetch: ReadFetcher;
+  /** How long a replica waits for another replica's fill before fetching itself, ms. */
+  readonly coalesceWaitMs: number;
+  readonly now?: () => number;
+  /** Background refreshes and their failures, for tests and metrics. */
+  readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
+}
+
+const MAX_JOIN_ATTEMPTS = 3;
+/** Times a replica waits on another replica's lease before fetching regardless. */
+const LEASE_ROUNDS = 2;
+const SKIPPED: Fill = { kind: 'skipped' };
+
+function seconds(ms: number): number {
+  return Math.floor(ms / 1000);
+}
+
+export function createReadService(options: ReadServiceOptions): ReadService {
+  const { store, l1, coordinator, policies, keyPrefix, fetch } = options;
+  const now = options.now ?? Date.now;
+  /** One fill per key in this process. */
+  const inflight = new Map<string, Promise<Fill>>();
+
+  /**
+   * Freshness under the policy in force now, not the one at storing time: a run-time TTL override
+   * applies to pages already cached too (DESIGN §8). Never past what was stored for it, since the
+   * store keeps an entry only until its keep-until.
+   */
+  function withPolicy(entry: CacheEntry, policy: EffectivePolicy): CacheEntry {
+    const freshUntil = entry.storedAt + (entry.status === 200 ? policy.ttl : policy.notFoundTtl) * 1000;
+    return freshUntil === entry.freshUntil ? entry : { ...entry, freshUntil };
+  }
+
+  function fromEntry(entry: CacheEntry, at: number, status: CacheStatus, upstreamMs?: number): ReadOutcome {
+    return {
+      status: entry.status,
+      body: entry.body,
+      contentType: entry.contentType,
+      retryAfter: undefined,
+      cacheStatus: formatCacheStatus(status),
+      cacheResult: cacheResultOf(status),
+      etag: entry.etag,
+      ageSeconds: Math.max(0, seconds(at - entry.storedAt)),
+      maxAgeSeconds: Math.max(0, seconds(entry.freshUntil - at)),
+      upstreamMs,
+    };
+  }
+
+  function fromAnswer(answer: UpstreamAnswer): ReadOutcome {
+    return {
+      status: answer.status,
+      body: answer.body,
+      contentType: answer.contentType ?? 'application/json',
+      retryAfter: answer.status === 429 ? answer.retryAfter : undefined,
+      cacheStatus: formatCacheStatus({ kind: 'miss', fwdStatus: answer.status, stored: false }),
+      cacheResult: 'miss',
+      etag: undefined,
+      ageSeconds: undefined,
+      maxAgeSeconds: undefined,
+      upstreamMs: answer.elapsedMs,
+    };
+  }
+
+  /** A stale copy within stale-if-error, for a failed or rate-limited fill. */
+  function staleIfError(stale: CacheEntry | undefined, policy: EffectivePolicy, fwdStatus: number, upstreamMs: number | undefined): ReadOutcome | undefined {
+    const at = now();
+    if (stale === undefined || at >= stale.freshUntil + policy.staleIfError * 1000) return undefined;
+    return fromEntry(stale, at, { kind: 'stale-if-error', ttl: seconds(stale.freshUntil - at), fwdStatus }, upstreamMs);
+  }
+
+  /** The entry for a cacheable answer (a well-formed 200, or the 404 of a single record). */
+  function entryFor(answer: UpstreamAnswer, policy: EffectivePolicy, generation: string): CacheEntry {
+    const ttl = answer.status === 200 ? policy.ttl : policy.notFoundTtl;
+    const storedAt = now();
+    const freshUntil = storedAt + ttl * 1000;
+    return {
+      status: answer.status,
+      contentType: answer.contentType ?? 'application/json',
+      etag: strongEtag(answer.body),
+      body: answer.body,
+      storedAt,
+      freshUntil,
+      keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,
+      generation,
+    };
+  }
+
+  /** Asks the upstream for this key once, for every request of every replica that wants it. */
+  async function fill(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, lookup: StoreLookup, background: boolean): Promise<Fill> {
+    const tag = groupTag(address.group);
+    let lease = lookup.available ? await coordinator.tryLease(address) : 'unavailable';
+    // Another replica is fetching: wait for its fill. If it stored nothing (its answer was its
+    // own, or it died), take the lease again, so that the replicas still make one request between
+    // them; after two rounds, fetch regardless.
+    for (let round = 0; lease === 'held' && round < LEASE_ROUNDS; round++) {
+      if (background) return SKIPPED;
+      await coordinator.waitForFill(address, options.coalesceWaitMs);
+      const filled = await store.lookup(address);
+      if (isCurrent(filled) && now() < filled.entry.freshUntil) {
+        l1?.noteGeneration(tag, filled.generation);
+        l1?.set(address.key, filled.entry);
+        return { kind: 'entry', entry: filled.entry, stored: false, upstreamMs: undefined, collapsed: true };
+      }
+      lease = filled.available ? await coordinator.tryLease(address) : 'unavailable';
+    }
+    try {
+      const generation = lookup.generation ?? (await store.ensureGeneration(address));
+      if (lookup.generation === undefined && generation !== undefined) l1?.noteGeneration(tag, generation);
+      const outcome = await fetch(request);
+      if (outcome.kind === 'failure') return { kind: 'failure', outcome };
+      const { answer } = outcome;
+      const cacheable = answer.status === 200 || (answer.status === 404 && request.read.kind === 'record');
+      if (!cacheable) return { kind: 'private', answer };
+      // Without a generation (store unavailable) the answer is still shared, just not kept.
+      const entry = entryFor(answer, policy, generation ?? '');
+      const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
+      // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
+      const stored = storable && (await store.save(address, entry));
+      if (stored) l1?.set(address.key, entry);
+      return { kind: 'entry', entry, stored, upstreamMs: answer.elapsedMs, collapsed: false };
+    } finally {
+      // Not awaited: the answer never waits for Redis bookkeeping (the release never rejects).
+      if (lease === 'acquired') void coordinator.release(address);
+    }
+  }
+
+  /** A fresh entry held in this process: the L1 in front of a remote store, or the store itself. */
+  function hotHit(address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
+    let entry: CacheEntry | undefined;
+    if (l1 !== undefined) entry = l1.get(address.key, groupTag(address.group));
+    else if (store.peek !== undefined) {
+      const peeked = store.peek(address);
+      if (isCurrent(peeked)) entry = peeked.entry;
+    }
+    if (entry === undefined) return undefined;
+    entry = withPolicy(entry, policy);
+    const at = now();
+    return at < entry.freshUntil ? fromEntry(entry, at, { kind: 'hit', ttl: seconds(entry.freshUntil - at) }) : undefined;
+  }
+
+  /** Joins this key's fill in the process, or leads it. */
+  function joinOrLead(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, lookup: StoreLookup, background = false): { fill: Promise<Fill>; leader: boolean } {
+    const running = inflight.get(address.key);
+    if (running !== undefined) return { fill: running, leader: false };
+    const started = fill(request, address, policy, lookup, background).finally(() => inflight.delete(address.key));
+    inflight.set(address.key, started);
+    return { fill: started, leader: true };
+  }
+
+  function refreshInBackground(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, lookup: StoreLookup): void {
+    if (inflight.has(address.key)) return;
+    const settled = joinOrLead(request, address, policy, lookup, true).fill.then(
+      () => undefined,
+      () => undefined, // a failed refresh leaves the stale copy; the next request tries again
+    );
+    options.onBackgroundRefresh?.(settled);
+  }
+
+  return {
+    forgetLocally(company, resource) {
+      for (const name of resource === undefined ? RESOURCE_NAMES : [resource]) l1?.forgetGroup(groupTag({ company, resource: name }));
+    },
+
+    async purge(company, resource) {
+      const groups = (resource === undefined ? RESOURCE_NAMES : [resource]).map((name) => ({ company, resource: name }));
+      for (const group of groups) l1?.forgetGroup(groupTag(group));
+      const generations = await Promise.all(groups.map((group) => store.purge(group)));
+      return generations.every((g) => g !== undefined);
+    },
+
+    serveHot(request) {
+      const policy = policies.policyFor(request.read.resource.name);
+      const address = cacheAddress(keyPrefix, request.read, request.principal, policy.partition);
+      return hotHit(address, policy);
+    },
+
+    async serve(request) {
+      const { read, principal } = request;
+      const policy = policies.policyFor(read.resource.name);
+      const address = cacheAddress(keyPrefix, read, principal, policy.partition);
+      const tag = groupTag(address.group);
+
+      const hot = hotHit(address, policy);
+      if (hot !== undefined) return hot;
+
+      // Looked up even while a fill runs: a stale copy is served at once during a background
+      // refresh, and is the stale-if-error fallback of a request that joins a fill.
+      const lookup = await store.lookup(address);
+      if (lookup.available) l1?.noteGeneration(tag, lookup.generation);
+      const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
+      if (current !== undefined) {
+        const at = now();
+        if (at < current.freshUntil) {
+          l1?.set(address.key, current);
+          return fromEntry(current, at, { kind: 'hit', ttl: seconds(current.freshUntil - at) });
+        }
+        if (at < current.freshUntil + policy.staleWhileRevalidate * 1000) {
+          refreshInBackground(request, address, policy, lookup);
+          return fromEntry(current, at, { kind: 'revalidating', ttl: seconds(current.freshUntil - at) });
+        }
+      }
+
+      /** A failure, or a 429 (DESIGN §7), is answered with the stale copy while staleIfError allows. */
+      const failed = (failure: Extract<FetchOutcome, { kind: 'failure' }>): ReadOutcome | ProxyError =>
+        staleIfError(current, policy, failure.fwdStatus, failure.upstreamMs) ?? failure.error;
+      const passOn = (answer: UpstreamAnswer): ReadOutcome =>
+        (answer.status === 429 ? staleIfError(current, policy, 429, answer.elapsedMs) : undefined) ?? fromAnswer(answer);
+
+      for (let attempt = 0; ; attempt++) {
+        const { fill: pending, leader } = joinOrLead(request, address, policy, lookup);
+        const result = await pending;
+        if (result.kind === 'entry') {
+          const collapsed = !leader || result.collapsed;
+          const fwdStatus = result.entry.status;
+          return fromEntry(
+            result.entry,
+            now(),
+            collapsed ? { kind: 'collapsed', fwdStatus } : { kind: 'miss', fwdStatus, stored: result.stored },
+            // A follower waited on the leader's upstream exchange: that time is not the proxy's own.
+            result.upstreamMs,
+          );
+        }
+        if (result.kind === 'failure') return failed(result.outcome);
+        if (result.kind === 'private' && leader) return passOn(result.answer);
+        // The leader's 401/403/429 was its own, or a background refresh stood down: this request
+        // tries again with its own token (DESIGN §6), leading or joining the next fill.
+        if (attempt + 1 < MAX_JOIN_ATTEMPTS) continue;
+        const own = await fetch(request);
+        return own.kind === 'failure' ? failed(own) : passOn(own.answer);
+      }
+    },
+  };
+}

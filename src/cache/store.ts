@@ -1,0 +1,43 @@
+/**
+ * The `CacheStore` contract (after undici's): a small interface with two implementations, the
+ * in-process store of the embedded default and the Redis store of production, both held to one
+ * contract test suite. A store never throws: an unavailable store answers "nothing stored"
+ * (`available: false`), and the read service fails open to the upstream (DESIGN §6).
+ */
+import type { CacheAddress, CacheGroup } from './cache-key.js';
+import type { CacheEntry } from './entry.js';
+
+export interface StoreLookup {
+  /** The stored entry, if any and decodable (any generation: the caller compares). */
+  readonly entry: CacheEntry | undefined;
+  /** The group's current purge generation; `undefined` when it has none yet. */
+  readonly generation: string | undefined;
+  /** False when the store could not be asked (Redis down or slow): nothing can be saved either. */
+  readonly available: boolean;
+}
+
+export interface CacheStore {
+  readonly kind: 'memory' | 'redis';
+  /** The entry and its group's generation, in one round trip. */
+  lookup(address: CacheAddress): Promise<StoreLookup>;
+  /** The same, synchronously, for stores in this process (the hit path's fast lane). */
+  peek?(address: CacheAddress): StoreLookup;
+  /** The group's generation, created if it has none; `undefined` when the store is unavailable. */
+  ensureGeneration(address: CacheAddress): Promise<string | undefined>;
+  /** Keeps the entry until its `keepUntil`; true when it was kept. Never throws. */
+  save(address: CacheAddress, entry: CacheEntry): Promise<boolean>;
+  /** An O(1) purge: a new generation makes every older entry of the group a miss. */
+  purge(group: CacheGroup): Promise<string | undefined>;
+  close(): Promise<void>;
+}
+
+/** A fresh, unguessable generation id. Random rather than a counter: a lost or evicted generation
+ * key then makes old entries misses instead of bringing a purged generation back. */
+export function newGeneration(): string {
+  return `${Date.now().toString(36)}.${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/** True when the entry belongs to the group's current generation. */
+export function isCurrent(lookup: StoreLookup): lookup is StoreLookup & { entry: CacheEntry } {
+  return lookup.entry !== undefined && lookup.generation !== undefined && lookup.entry.generation === lookup.generation;
+}

@@ -1,0 +1,45 @@
+/**
+ * The README's resource and error tables, rendered from the catalog and the error registry so the
+ * docs cannot drift from the code (`npm run docs` rewrites them; a test checks they are current).
+ */
+import { GRAMMAR_DESCRIPTIONS } from './grammar.js';
+import { API_PREFIX, RESOURCES } from './resources.js';
+import { ERROR_REGISTRY, type ErrorCode } from '../errors/registry.js';
+
+export function renderResourceTable(): string {
+  const rows = RESOURCES.map((r) => {
+    const filters = r.filters.map((f) => `\`${f.name}\` (${f.grammar})`).join(', ');
+    return `| \`${r.name}\` | ${r.group} | ${filters} | ${r.requiredPermissions.map((p) => `\`${p}\``).join(' + ')} |`;
+  });
+  const grammars = Object.entries(GRAMMAR_DESCRIPTIONS).map(([name, text]) => `\`${name}\`: ${text}`);
+  return [
+    `Each resource has a list read \`GET ${API_PREFIX}/<resource>\` and a record read \`GET ${API_PREFIX}/<resource>/<id>\` (HEAD too).`,
+    '',
+    '| resource | group | filters | permissions |',
+    '|---|---|---|---|',
+    ...rows,
+    '',
+    `Filter grammars: ${grammars.join('; ')}. Every list also takes \`per_page\` (1-100, default 30) and \`after_id\` (0 or a positive integer).`,
+  ].join('\n');
+}
+
+export function renderErrorTable(): string {
+  const rows = (Object.entries(ERROR_REGISTRY) as Array<[ErrorCode, { status: number; title: string }]>).map(
+    ([code, { status, title }]) => `| ${status} | \`${code}\` | ${title} |`,
+  );
+  return ['| status | code | title |', '|---|---|---|', ...rows].join('\n');
+}
+
+/** Replaces the text between `<!-- name:start -->` and `<!-- name:end -->`. */
+export function replaceSection(document: string, name: string, content: string): string {
+  const start = `<!-- ${name}:start -->`;
+  const end = `<!-- ${name}:end -->`;
+  const from = document.indexOf(start);
+  const to = document.indexOf(end);
+  if (from === -1 || to === -1 || to < from) throw new Error(`README has no ${name} section`);
+  return `${document.slice(0, from + start.length)}\n${content}\n${document.slice(to)}`;
+}
+
+export function renderReadme(document: string): string {
+  return replaceSection(replaceSection(document, 'resources', renderResourceTable()), 'errors', renderErrorTable());
+}

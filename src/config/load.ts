@@ -1,0 +1,179 @@
+/**
+ * Loads the effective configuration: the built-in defaults, the operator's YAML file merged over
+ * them key by key, and the environment (DESIGN §8). Every problem is a `ConfigError` naming the
+ * key or variable, so a bad start says exactly what to fix.
+ */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import type { LevelWithSilent } from 'pino';
+import { LOG_LEVELS } from '../observability/logger.js';
+import { BUILT_IN_CONFIG, type FileConfig, configSchema } from './schema.js';
+
+export class ConfigError extends Error {
+  constructor(readonly key: string, problem: string) {
+    super(`${key}: ${problem}`);
+  }
+}
+
+export type KeySourceSetting =
+  | { readonly kind: 'jwks'; readonly url: string }
+  | { readonly kind: 'public-key'; readonly key: string }
+  | { readonly kind: 'secret'; readonly secret: string };
+
+export interface EnvConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly upstreamUrl: string | undefined;
+  readonly redisUrl: string | undefined;
+  readonly redisClusterNodes: readonly string[] | undefined;
+  readonly keySource: KeySourceSetting | undefined;
+  readonly jwtAlgorithms: readonly string[] | undefined;
+  readonly jwtIssuer: string | undefined;
+  readonly jwtAudience: string | undefined;
+  readonly configFile: string;
+  readonly adminPort: number;
+  readonly adminToken: string | undefined;
+  readonly logLevel: LevelWithSilent;
+}
+
+export interface Config {
+  readonly env: EnvConfig;
+  readonly file: FileConfig;
+}
+
+export const DEFAULT_CONFIG_FILE = 'config/default.yaml';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function nonEmpty(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value;
+}
+
+function port(env: Env, name: string, fallback: number): number {
+  const value = nonEmpty(env, name);
+  if (value === undefined) return fallback;
+  if (!/^[0-9]{1,5}$/.test(value) || Number(value) > 65_535) throw new ConfigError(name, 'must be a port number (0-65535)');
+  return Number(value);
+}
+
+function httpUrl(env: Env, name: string, protocols: readonly string[]): string | undefined {
+  const value = nonEmpty(env, name);
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(name, 'must be an absolute URL');
+  }
+  if (!protocols.includes(url.protocol)) throw new ConfigError(name, `must use ${protocols.join(' or ')}`);
+  return value;
+}
+
+function keySource(env: Env): KeySourceSetting | undefined {
+  const jwks = httpUrl(env, 'JWT_JWKS_URL', ['http:', 'https:']);
+  const inlineKey = nonEmpty(env, 'JWT_PUBLIC_KEY');
+  const keyFile = nonEmpty(env, 'JWT_PUBLIC_KEY_FILE');
+  const secret = nonEmpty(env, 'JWT_SECRET');
+  const given = [jwks && 'JWT_JWKS_URL', inlineKey && 'JWT_PUBLIC_KEY', keyFile && 'JWT_PUBLIC_KEY_FILE', secret && 'JWT_SECRET'].filter(
+    (name): name is string => typeof name === 'string',
+  );
+  if (given.length > 1) throw new ConfigError(given.join(', '), 'set only one key source');
+  if (jwks !== undefined) return { kind: 'jwks', url: jwks };
+  if (inlineKey !== undefined) return { kind: 'public-key', key: inlineKey };
+  if (keyFile !== undefined) {
+    try {
+      return { kind: 'public-key', key: readFileSync(keyFile, 'utf8') };
+    } catch {
+      throw new ConfigError('JWT_PUBLIC_KEY_FILE', `cannot read ${keyFile}`);
+    }
+  }
+  if (secret !== undefined) return { kind: 'secret', secret };
+  return undefined;
+}
+
+export function loadEnv(env: Env): EnvConfig {
+  const logLevel = nonEmpty(env, 'LOG_LEVEL') ?? 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  const algorithms = nonEmpty(env, 'JWT_ALGORITHMS')
+    ?.split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '');
+  if (algorithms?.some((a) => a.toLowerCase() === 'none')) throw new ConfigError('JWT_ALGORITHMS', '"none" is never accepted');
+  const clusterNodes = nonEmpty(env, 'REDIS_CLUSTER_NODES')
+    ?.split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  for (const node of clusterNodes ?? []) {
+    if (!/^[A-Za-z0-9.-]+:[0-9]{1,5}$/.test(node)) throw new ConfigError('REDIS_CLUSTER_NODES', `"${node}" is not host:port`);
+  }
+  return {
+    port: port(env, 'PORT', 8080),
+    host: nonEmpty(env, 'HOST') ?? '0.0.0.0',
+    upstreamUrl: httpUrl(env, 'UPSTREAM_URL', ['http:', 'https:']),
+    redisUrl: httpUrl(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisClusterNodes: clusterNodes,
+    keySource: keySource(env),
+    jwtAlgorithms: algorithms,
+    jwtIssuer: nonEmpty(env, 'JWT_ISSUER'),
+    jwtAudience: nonEmpty(env, 'JWT_AUDIENCE'),
+    configFile: nonEmpty(env, 'CONFIG_FILE') ?? DEFAULT_CONFIG_FILE,
+    adminPort: port(env, 'ADMIN_PORT', 9090),
+    adminToken: nonEmpty(env, 'ADMIN_TOKEN'),
+    logLevel: logLevel as LevelWithSilent,
+  };
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The operator's values over the defaults, key by key; unknown keys are kept so the schema names them. */
+export function mergeOver(base: unknown, override: unknown): unknown {
+  if (!isPlainObject(base) || !isPlainObject(override)) return override === undefined ? base : override;
+  const merged: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(override)) merged[key] = mergeOver(base[key], value);
+  return merged;
+}
+
+/** Validates a parsed config document (already merged over the defaults). */
+export function validateFileConfig(document: unknown): FileConfig {
+  const result = configSchema.safeParse(document);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  if (issue === undefined) throw new ConfigError('(config)', 'invalid');
+  const path = issue.path.map(String).join('.');
+  if (issue.code === 'unrecognized_keys') {
+    const key = [path, issue.keys[0]].filter((p) => p !== '' && p !== undefined).join('.');
+    throw new ConfigError(key, 'unknown key');
+  }
+  throw new ConfigError(path === '' ? '(config)' : path, issue.message);
+}
+
+/** Parses YAML text as the operator's config: defaults for every key it leaves out. */
+export function parseConfigText(text: string, fileName: string): FileConfig {
+  let document: unknown;
+  try {
+    document = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(fileName, `not valid YAML (${error instanceof Error ? error.message.split('\n')[0] : 'parse error'})`);
+  }
+  if (document === null || document === undefined) document = {};
+  if (!isPlainObject(document)) throw new ConfigError(fileName, 'must be a YAML mapping');
+  return validateFileConfig(mergeOver(BUILT_IN_CONFIG, document));
+}
+
+export function loadConfigFile(fileName: string): FileConfig {
+  let text: string;
+  try {
+    text = readFileSync(fileName, 'utf8');
+  } catch {
+    throw new ConfigError('CONFIG_FILE', `cannot read ${fileName}`);
+  }
+  return parseConfigText(text, fileName);
+}
+
+export function loadConfig(env: Env): Config {
+  const envConfig = loadEnv(env);
+  return { env: envConfig, file: loadConfigFile(envConfig.configFile) };
+}

@@ -1,0 +1,128 @@
+/**
+ * The config file's schema and built-in defaults (DESIGN §8). Strict: an unknown key or a bad value
+ * stops the start with a message naming the key. `config/default.yaml` shows these same defaults;
+ * a test holds the two equal.
+ */
+import { z } from 'zod';
+import { DEFAULT_CLAIM_NAMES } from '../auth/claims.js';
+import { KEY_PREFIX_PATTERN } from '../cache/cache-key.js';
+import { RESOURCE_NAMES } from '../catalog/resources.js';
+
+/** Durations are whole seconds; a year is the longest any of them makes sense. */
+const seconds = z.number().int().min(0).max(31_536_000);
+const positiveSeconds = z.number().positive().max(3600);
+
+export const PARTITIONS = ['company', 'employee', 'credential'] as const;
+export type Partition = (typeof PARTITIONS)[number];
+
+const cachePolicy = z.strictObject({
+  ttl: seconds,
+  staleWhileRevalidate: seconds,
+  staleIfError: seconds,
+  notFoundTtl: seconds,
+});
+
+const resourceCachePolicy = z.strictObject({
+  ttl: seconds.optional(),
+  staleWhileRevalidate: seconds.optional(),
+  staleIfError: seconds.optional(),
+  notFoundTtl: seconds.optional(),
+  partition: z.enum(PARTITIONS).optional(),
+});
+
+const rateLimitPolicy = z.strictObject({
+  points: z.number().int().min(1).max(10_000_000),
+  duration: z.number().int().min(1).max(86_400),
+});
+
+const claimName = z.string().min(1).max(128);
+
+export const configSchema = z.strictObject({
+  cache: z.strictObject({
+    /** First segment of every Redis key: several deployments can share one Redis. */
+    keyPrefix: z.string().regex(KEY_PREFIX_PATTERN, 'letters, digits, _ . - (1-32)'),
+    partition: z.enum(PARTITIONS),
+    defaults: cachePolicy,
+    resources: z.strictObject(
+      Object.fromEntries(RESOURCE_NAMES.map((name) => [name, resourceCachePolicy.optional()])) as Record<
+        (typeof RESOURCE_NAMES)[number],
+        z.ZodOptional<typeof resourceCachePolicy>
+      >,
+    ),
+    /** The in-process store of a single replica (no REDIS_URL). */
+    memory: z.strictObject({ maxBytes: z.number().int().min(1024).max(68_719_476_736) }),
+    /** The in-process LRU in front of Redis. */
+    l1: z.strictObject({
+      maxBytes: z.number().int().min(1024).max(17_179_869_184),
+      ttl: z.number().positive().max(60),
+    }),
+  }),
+  redis: z.strictObject({
+    /** NOTES.md: only a command timeout bounds a hung Redis; the cache wants it short. */
+    commandTimeoutMs: z.number().int().min(1).max(100),
+  }),
+  rateLimit: z.strictObject({
+    perCredential: rateLimitPolicy,
+    perCompany: rateLimitPolicy,
+    /** Replicas sharing the limits: with Redis unavailable each enforces points / replicas. */
+    replicas: z.number().int().min(1).max(10_000),
+  }),
+  upstream: z.strictObject({
+    timeout: positiveSeconds,
+    maxConcurrent: z.number().int().min(1).max(10_000),
+    maxPerSecond: z.number().int().min(1).max(1_000_000),
+    /** Longest wait for an upstream slot; then a stale copy, or 503 with Retry-After. */
+    maxQueueWait: z.number().positive().max(60),
+    maxBodyBytes: z.number().int().min(1024).max(1_073_741_824),
+    passthrough: z.boolean(),
+    /** Opens after `failures` upstream failures in a row, for `openFor` seconds, then one probe. */
+    breaker: z.strictObject({
+      failures: z.number().int().min(1).max(1_000),
+      openFor: z.number().positive().max(3600),
+    }),
+  }),
+  auth: z.strictObject({
+    requiredScope: z.string().min(1).max(256),
+    requiredModule: z.string().min(1).max(256),
+    clockTolerance: z.number().min(0).max(3600),
+    claims: z.strictObject({
+      company: claimName,
+      permissions: claimName,
+      employee: claimName,
+      employeePermissions: claimName,
+      scope: claimName,
+      modules: claimName,
+    }),
+  }),
+});
+
+export type FileConfig = z.infer<typeof configSchema>;
+export type CachePolicy = z.infer<typeof cachePolicy>;
+
+/** The built-in defaults: what `config/default.yaml` shows. */
+export const BUILT_IN_CONFIG: FileConfig = {
+  cache: {
+    keyPrefix: 'slab',
+    partition: 'company',
+    defaults: { ttl: 30, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 },
+    resources: {
+      warehouses: { ttl: 300 },
+      movements: { ttl: 10 },
+    },
+    memory: { maxBytes: 268_435_456 },
+    l1: { maxBytes: 67_108_864, ttl: 1 },
+  },
+  redis: { commandTimeoutMs: 100 },
+  rateLimit: {
+    perCredential: { points: 600, duration: 60 },
+    perCompany: { points: 3000, duration: 60 },
+    replicas: 1,
+  },
+  upstream: { timeout: 10, maxConcurrent: 64, maxPerSecond: 200, maxQueueWait: 2, maxBodyBytes: 8_388_608, passthrough: false, breaker: { failures: 5, openFor: 10 } },
+  auth: {
+    requiredScope: 'operations:read',
+    requiredModule: 'slab',
+    clockTolerance: 30,
+    claims: { ...DEFAULT_CLAIM_NAMES },
+  },
+};

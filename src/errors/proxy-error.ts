@@ -1,0 +1,151 @@
+/**
+ * Errors as classes with a stable `code` (the jose pattern). `detail` is written for clients and
+ * must never carry a library message, a key or a token; `cause` is for logs only.
+ */
+import { ERROR_REGISTRY, type ErrorCode } from './registry.js';
+
+export type ProblemExtras = Readonly<Record<string, string | number | readonly string[]>>;
+
+export abstract class ProxyError extends Error {
+  abstract readonly code: ErrorCode;
+  /** Response headers this error needs (`Allow`, `Retry-After`, `WWW-Authenticate`). */
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(readonly detail: string, headers: Readonly<Record<string, string>> = {}) {
+    super(detail);
+    this.headers = headers;
+  }
+
+  get status(): number {
+    return ERROR_REGISTRY[this.code].status;
+  }
+
+  /** Members added to the problem body beyond the standard ones. */
+  extras(): ProblemExtras {
+    return {};
+  }
+}
+
+export class InvalidParameterError extends ProxyError {
+  readonly code = 'invalid_parameter';
+  constructor(readonly parameter: string, detail: string) {
+    super(detail);
+  }
+  override extras(): ProblemExtras {
+    return { parameter: this.parameter };
+  }
+}
+
+export class InvalidRequestError extends ProxyError {
+  readonly code = 'invalid_request';
+}
+
+/**
+ * `reason` is internal (for logs and metrics); the client sees one generic detail, as RFC 6750
+ * suggests, so that a prober learns nothing about which check failed.
+ */
+export type UnauthenticatedReason =
+  | 'missing'
+  | 'malformed'
+  | 'oversized'
+  | 'signature'
+  | 'algorithm'
+  | 'expired'
+  | 'not_yet_valid'
+  | 'claims'
+  | 'issuer'
+  | 'audience'
+  | 'key_unavailable'
+  | 'revoked';
+
+export class UnauthenticatedError extends ProxyError {
+  readonly code = 'unauthenticated';
+  constructor(readonly reason: UnauthenticatedReason) {
+    super(
+      reason === 'missing' ? 'A bearer token is required.' : 'The bearer token is invalid, expired or revoked.',
+      // RFC 6750 §3.1: a request without credentials gets the challenge without an error code.
+      { 'www-authenticate': reason === 'missing' ? 'Bearer realm="slab-ops"' : 'Bearer realm="slab-ops", error="invalid_token"' },
+    );
+  }
+}
+
+export type ForbiddenReason = 'permission' | 'employee' | 'scope' | 'module' | 'company';
+
+export class ForbiddenError extends ProxyError {
+  readonly code = 'forbidden';
+  constructor(readonly reason: ForbiddenReason, readonly missing: readonly string[] = []) {
+    super(FORBIDDEN_DETAILS[reason]);
+  }
+  override extras(): ProblemExtras {
+    return { reason: this.reason, missing: this.missing };
+  }
+}
+
+const FORBIDDEN_DETAILS: Readonly<Record<ForbiddenReason, string>> = {
+  permission: 'The credential lacks a permission this resource requires.',
+  employee: 'The employee lacks a permission this resource requires, or is blocked.',
+  scope: 'The token scope does not allow this operation.',
+  module: 'The plan does not include this module.',
+  company: 'The company is blocked.',
+};
+
+export class NotFoundError extends ProxyError {
+  readonly code = 'not_found';
+  constructor(detail = 'No such resource.') {
+    super(detail);
+  }
+}
+
+export const ALLOWED_METHODS = 'GET, HEAD, OPTIONS';
+
+export class MethodNotAllowedError extends ProxyError {
+  readonly code = 'method_not_allowed';
+  constructor() {
+    super('Only GET, HEAD and OPTIONS are allowed.', { allow: ALLOWED_METHODS });
+  }
+}
+
+export class RateLimitedError extends ProxyError {
+  readonly code = 'rate_limited';
+  constructor(readonly retryAfterSeconds: number, readonly policy: string) {
+    super('Too many requests; retry after the time given.', { 'retry-after': String(retryAfterSeconds) });
+  }
+  override extras(): ProblemExtras {
+    return { retry_after: this.retryAfterSeconds, policy: this.policy };
+  }
+}
+
+export class RequestHeadersTooLargeError extends ProxyError {
+  readonly code = 'request_headers_too_large';
+  constructor() {
+    super('The request headers are too large.');
+  }
+}
+
+export class InternalError extends ProxyError {
+  readonly code = 'internal_error';
+  constructor() {
+    super('The proxy failed to answer this request.');
+  }
+}
+
+export class BadGatewayError extends ProxyError {
+  readonly code = 'bad_gateway';
+  constructor(detail = 'The upstream answered with an error or an invalid response.') {
+    super(detail);
+  }
+}
+
+export class UpstreamUnavailableError extends ProxyError {
+  readonly code = 'upstream_unavailable';
+  constructor(retryAfterSeconds?: number) {
+    super('The upstream cannot be reached.', retryAfterSeconds === undefined ? {} : { 'retry-after': String(retryAfterSeconds) });
+  }
+}
+
+export class UpstreamTimeoutError extends ProxyError {
+  readonly code = 'upstream_timeout';
+  constructor() {
+    super('The upstream did not answer in time.');
+  }
+}

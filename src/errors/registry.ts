@@ -1,0 +1,28 @@
+/**
+ * The one registry of the errors the proxy itself produces (DESIGN §4), with their HTTP status.
+ * A code is part of the client contract: never rename one.
+ */
+export const ERROR_REGISTRY = {
+  invalid_parameter: { status: 400, title: 'Invalid query parameter' },
+  invalid_request: { status: 400, title: 'Invalid request' },
+  unauthenticated: { status: 401, title: 'Unauthenticated' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  not_found: { status: 404, title: 'Not found' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  rate_limited: { status: 429, title: 'Too many requests' },
+  request_headers_too_large: { status: 431, title: 'Request header fields too large' },
+  /** Only for a defect in the proxy itself; every input has a defined answer below 500. */
+  internal_error: { status: 500, title: 'Internal error' },
+  bad_gateway: { status: 502, title: 'Bad gateway' },
+  upstream_unavailable: { status: 503, title: 'Upstream unavailable' },
+  upstream_timeout: { status: 504, title: 'Upstream timeout' },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ErrorCode = keyof typeof ERROR_REGISTRY;
+
+export const ERROR_CODES = Object.keys(ERROR_REGISTRY) as ErrorCode[];
+
+/** RFC 9457 `type`: a URN, so that no host name is implied. */
+export function problemType(code: ErrorCode): string {
+  return `urn:slab-ops-proxy:problem:${code}`;
+}

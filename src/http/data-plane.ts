@@ -1,0 +1,228 @@
+/**
+ * The data plane: the 26 cacheable reads, served by a lean `node:http` handler ahead of Express
+ * (DESIGN §3, "where the time goes"). The request flow is written here once, in its order:
+ *
+ *   classify target (400 invalid_request) → OPTIONS → parse query (400 access_token)
+ *   → authenticate (400 two headers, 401) → inbound limits (429)
+ *   → resolve resource (404) → method (405) → authorise (403) → validate query (400)
+ *   → read service (L1 → store → coalesced upstream fill) → respond (304 on a matching ETag)
+ *
+ * A hit on a token verified lately and a page held in this process runs all of it synchronously;
+ * the first step that has to wait (verifying a token, asking Redis or the upstream) turns the
+ * rest into the async path, which runs the very same steps.
+ *
+ * It returns `false` for requests that are not its own, which then go to the fallback plane.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AccessLists } from '../auth/access-lists.js';
+import type { Authenticated, Authenticator } from '../auth/authenticate.js';
+import { type AuthorizationPolicy, authorize } from '../auth/authorize.js';
+import type { Principal } from '../auth/principal.js';
+import { API_PREFIX } from '../catalog/resources.js';
+import {
+  ALLOWED_METHODS,
+  InternalError,
+  InvalidRequestError,
+  MethodNotAllowedError,
+  NotFoundError,
+  ProxyError,
+  RateLimitedError,
+} from '../errors/proxy-error.js';
+import type { InboundLimiter, LimitVerdict } from '../limits/inbound.js';
+import type { RequestLog } from '../observability/logger.js';
+import { type ParsedQuery, createCanonicalMemo } from '../request/memo.js';
+import { type Route, resolveRoute } from '../request/route.js';
+import { classifyTarget } from '../request/target.js';
+import type { ReadOutcome, ReadService } from '../cache/read-service.js';
+import { etagMatches } from './conditional.js';
+import { writeProblem } from './problem.js';
+import { requestIdOf } from './request-id.js';
+
+export interface DataPlaneOptions {
+  readonly authenticator: Authenticator;
+  readonly limiter: InboundLimiter;
+  readonly lists: AccessLists;
+  readonly policy: AuthorizationPolicy;
+  readonly reads: ReadService;
+  readonly log: RequestLog;
+  /** With the pass-through on, paths under the prefix that name no resource go to the upstream. */
+  readonly yieldUnknownResources: boolean;
+  /** Told of every defect (an exception no input should cause), for the logs. */
+  readonly onDefect?: (error: unknown) => void;
+}
+
+export type DataPlane = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+interface Exchange {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly requestId: string;
+  readonly startedAt: number;
+  readonly head: boolean;
+  readonly path: string;
+  resource: string | undefined;
+  principal: Principal | undefined;
+  /** The RateLimit fields, once the limits have decided (every answer after authentication). */
+  limits: LimitVerdict | undefined;
+}
+
+export function createDataPlane(options: DataPlaneOptions): DataPlane {
+  const { authenticator, limiter, lists, policy, reads, log } = options;
+  const memo = createCanonicalMemo();
+
+  function finish(ex: Exchange, status: number, errorCode: string | undefined, outcome: ReadOutcome | undefined): void {
+    log({
+      requestId: ex.requestId,
+      method: ex.req.method ?? '',
+      path: ex.path,
+      resource: ex.resource,
+      status,
+      errorCode,
+      company: ex.principal?.company,
+      subject: ex.principal?.subject,
+      cache: outcome?.cacheResult,
+      upstreamMs: outcome?.upstreamMs,
+      durationMs: performance.now() - ex.startedAt,
+    });
+  }
+
+  function limitHeaders(ex: Exchange): Record<string, string> {
+    return ex.limits === undefined ? {} : { 'ratelimit-policy': ex.limits.policyHeader, ratelimit: ex.limits.rateLimitHeader };
+  }
+
+  function fail(ex: Exchange, error: ProxyError): void {
+    writeProblem(ex.res, error, ex.requestId, { head: ex.head, headers: limitHeaders(ex) });
+    finish(ex, error.status, error.code, undefined);
+  }
+
+  function respond(ex: Exchange, outcome: ReadOutcome): void {
+    const headers: Record<string, string | number> = {
+      'content-type': outcome.contentType,
+      'x-request-id': ex.requestId,
+      'cache-status': outcome.cacheStatus,
+      ...limitHeaders(ex),
+    };
+    const cacheable = outcome.status === 200 || outcome.status === 404;
+    if (cacheable) {
+      // Private: one credential's answer (DESIGN §4); shared caches downstream must not keep it.
+      headers['cache-control'] = `private, max-age=${outcome.maxAgeSeconds ?? 0}`;
+      headers.vary = 'Authorization';
+    } else {
+      headers['cache-control'] = 'no-store';
+    }
+    if (outcome.etag !== undefined) headers.etag = outcome.etag;
+    if (outcome.ageSeconds !== undefined) headers.age = outcome.ageSeconds;
+    if (outcome.retryAfter !== undefined) headers['retry-after'] = outcome.retryAfter;
+    // RFC 9110 §13.1.2: If-None-Match with the current validator → 304 without a body.
+    if (cacheable && outcome.etag !== undefined && etagMatches(ex.req.headers['if-none-match'], outcome.etag)) {
+      ex.res.writeHead(304, headers);
+      ex.res.end();
+      finish(ex, 304, undefined, outcome);
+      return;
+    }
+    headers['content-length'] = outcome.body.length;
+    ex.res.writeHead(outcome.status, headers);
+    ex.res.end(ex.head ? undefined : outcome.body);
+    finish(ex, outcome.status, undefined, outcome);
+  }
+
+  /** A defect, not an input: every input has a defined answer. Still never hang or crash. */
+  function defect(ex: Exchange, error: unknown): void {
+    options.onDefect?.(error);
+    if (!ex.res.headersSent) fail(ex, new InternalError());
+    else ex.res.destroy();
+  }
+
+  /**
+   * Everything after authentication, in the flow's order. Returns a promise only when the read
+   * service must run; a hit held in this process is answered synchronously.
+   */
+  function serveAuthenticated(ex: Exchange, route: Route, query: ParsedQuery, rawQuery: string, path: string, identity: Authenticated): Promise<void> | void {
+    ex.principal = identity.principal;
+    // The inbound limits: after 401, before 404/405/403/400 (DESIGN §3), on hits and misses alike.
+    const verdict = limiter.decide(identity.principal);
+    if (verdict instanceof Promise) return verdict.then((decided) => serveWithinLimits(ex, route, query, rawQuery, path, identity, decided));
+    return serveWithinLimits(ex, route, query, rawQuery, path, identity, verdict);
+  }
+
+  function serveWithinLimits(
+    ex: Exchange,
+    route: Route,
+    query: ParsedQuery,
+    rawQuery: string,
+    path: string,
+    identity: Authenticated,
+    verdict: LimitVerdict,
+  ): Promise<void> | void {
+    ex.limits = verdict;
+    if (!verdict.allowed) return fail(ex, new RateLimitedError(verdict.retryAfterSeconds, verdict.refusedBy ?? 'credential'));
+    const principal = identity.principal;
+    if (route.kind === 'unknown' || route.kind === 'malformed') return fail(ex, new NotFoundError());
+    const method = ex.req.method;
+    if (method !== 'GET' && method !== 'HEAD') return fail(ex, new MethodNotAllowedError());
+    const forbidden = authorize(principal, route.resource, policy, lists);
+    if (forbidden !== undefined) return fail(ex, forbidden);
+    const read = memo.read(route, path, rawQuery, query);
+    if (read instanceof ProxyError) return fail(ex, read);
+    const request = { read, principal, token: identity.token, requestId: ex.requestId };
+    const hot = reads.serveHot(request);
+    if (hot !== undefined) return respond(ex, hot);
+    return reads.serve(request).then((outcome) => (outcome instanceof ProxyError ? fail(ex, outcome) : respond(ex, outcome)));
+  }
+
+  async function authenticateThenServe(ex: Exchange, route: Route, query: ParsedQuery, rawQuery: string, path: string): Promise<void> {
+    const identity = await authenticator.authenticate(ex.req.headersDistinct.authorization);
+    if (identity instanceof ProxyError) return fail(ex, identity);
+    await serveAuthenticated(ex, route, query, rawQuery, path, identity);
+  }
+
+  return function dataPlane(req, res) {
+    const url = req.url ?? '';
+    const target = classifyTarget(url);
+    if (target.kind === 'other') return false;
+    const route = target.kind === 'api' ? resolveRoute(target.path) : undefined;
+    if (route?.kind === 'unknown' && options.yieldUnknownResources) return false;
+    const ex: Exchange = {
+      req,
+      res,
+      requestId: requestIdOf(req),
+      startedAt: performance.now(),
+      head: req.method === 'HEAD',
+      path: target.kind === 'api' ? `${API_PREFIX}/${target.path}` : '(invalid target)',
+      resource: route !== undefined && route.kind !== 'unknown' ? route.resource.name : undefined,
+      principal: undefined,
+      limits: undefined,
+    };
+    if (target.kind === 'invalid' || route === undefined) {
+      fail(ex, new InvalidRequestError('The request target must be a path on this server.'));
+      return true;
+    }
+    if (req.method === 'OPTIONS') {
+      if (route.kind === 'unknown' || route.kind === 'malformed') {
+        fail(ex, new NotFoundError());
+      } else {
+        res.writeHead(204, { allow: ALLOWED_METHODS, 'x-request-id': ex.requestId });
+        res.end();
+        finish(ex, 204, undefined, undefined);
+      }
+      return true;
+    }
+    const rawQuery = target.kind === 'api' ? target.rawQuery : '';
+    const path = target.kind === 'api' ? target.path : '';
+    const query = memo.parse(rawQuery);
+    if (query.hasAccessToken) {
+      fail(ex, new InvalidRequestError('Tokens are accepted only in the Authorization header.'));
+      return true;
+    }
+    try {
+      // The hit path: a token verified lately, then everything synchronously up to the answer.
+      const cached = authenticator.authenticateCached(req.headersDistinct.authorization);
+      const pending =
+        cached === undefined ? authenticateThenServe(ex, route, query, rawQuery, path) : serveAuthenticated(ex, route, query, rawQuery, path, cached);
+      if (pending instanceof Promise) pending.catch((error: unknown) => defect(ex, error));
+    } catch (error) {
+      defect(ex, error);
+    }
+    return true;
+  };
+}

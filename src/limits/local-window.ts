@@ -1,0 +1,46 @@
+/**
+ * A fixed-window counter in this process: the limiter of a single replica, and every replica's
+ * fallback share while Redis is unavailable (DESIGN §7). Same window semantics as the shared
+ * limiter (rate-limiter-flexible's Redis script): a window opens with a key's first request and
+ * lasts `duration`. Synchronous, so the hit path stays synchronous; bounded in keys.
+ */
+export interface WindowCount {
+  /** Points consumed in the current window, this request included. */
+  readonly consumed: number;
+  /** Milliseconds until the window resets. */
+  readonly msBeforeNext: number;
+}
+
+export class LocalWindowLimiter {
+  readonly #durationMs: number;
+  readonly #maxKeys: number;
+  readonly #now: () => number;
+  readonly #windows = new Map<string, { consumed: number; resetAt: number }>();
+
+  constructor(durationSeconds: number, options: { maxKeys?: number; now?: () => number } = {}) {
+    this.#durationMs = durationSeconds * 1000;
+    this.#maxKeys = options.maxKeys ?? 100_000;
+    this.#now = options.now ?? Date.now;
+  }
+
+  consume(key: string): WindowCount {
+    const now = this.#now();
+    let window = this.#windows.get(key);
+    if (window === undefined || window.resetAt <= now) {
+      if (window === undefined && this.#windows.size >= this.#maxKeys) this.#evictExpired(now);
+      window = { consumed: 0, resetAt: now + this.#durationMs };
+      this.#windows.set(key, window);
+    }
+    window.consumed += 1;
+    return { consumed: window.consumed, msBeforeNext: window.resetAt - now };
+  }
+
+  #evictExpired(now: number): void {
+    for (const [key, window] of this.#windows) if (window.resetAt <= now) this.#windows.delete(key);
+    // Still full of live windows: forget the oldest, which only ever errs towards allowing.
+    if (this.#windows.size >= this.#maxKeys) {
+      const oldest = this.#windows.keys().next();
+      if (oldest.done !== true) this.#windows.delete(oldest.value);
+    }
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * `npm start`. With nothing set it runs the embedded default (DESIGN §2): the bundled sandbox
+ * upstream in-process on a loopback port, a development key, and a printed token and `curl` line.
+ * With `UPSTREAM_URL` set it needs a real key source and says which variables to set.
+ */
+import type { KeySourceOptions } from './auth/key-source.js';
+import { type Config, ConfigError, loadConfig } from './config/load.js';
+import { createProxyApp } from './app.js';
+import { DEV_SECRET, mintDevToken } from './dev/dev-credentials.js';
+import { createLogger } from './observability/logger.js';
+import { type Sandbox, createSandbox } from './sandbox/server.js';
+
+const KEY_VARIABLES = 'JWT_JWKS_URL, JWT_PUBLIC_KEY, JWT_PUBLIC_KEY_FILE or JWT_SECRET';
+const DRAIN_LIMIT_MS = 10_000;
+
+function keysFrom(config: Config): KeySourceOptions | undefined {
+  const source = config.env.keySource;
+  if (source === undefined) return undefined;
+  const algorithms = config.env.jwtAlgorithms === undefined ? {} : { algorithms: config.env.jwtAlgorithms };
+  return { ...source, ...algorithms };
+}
+
+function fail(message: string): never {
+  process.stderr.write(`slab-ops-proxy: ${message}\n`);
+  process.exit(2);
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
+    throw error;
+  }
+  const logger = createLogger(config.env.logLevel);
+  let keys = keysFrom(config);
+  let upstreamUrl = config.env.upstreamUrl;
+  let sandbox: Sandbox | undefined;
+  if (upstreamUrl === undefined) {
+    keys ??= { kind: 'secret', secret: DEV_SECRET };
+    sandbox = createSandbox({
+      keys,
+      ...(config.env.jwtIssuer !== undefined && { issuer: config.env.jwtIssuer }),
+      ...(config.env.jwtAudience !== undefined && { audience: config.env.jwtAudience }),
+    });
+    upstreamUrl = await sandbox.listen(0, '127.0.0.1');
+  } else if (keys === undefined) {
+    fail(`UPSTREAM_URL is set, so tokens must be verified with a real key: set ${KEY_VARIABLES}.`);
+  }
+
+  let app;
+  try {
+    app = await createProxyApp({
+      upstreamUrl,
+      keys,
+      issuer: config.env.jwtIssuer,
+      audience: config.env.jwtAudience,
+      config: config.file,
+      logger,
+      redis: { url: config.env.redisUrl, clusterNodes: config.env.redisClusterNodes },
+      adminToken: config.env.adminToken,
+    });
+  } catch (error) {
+    fail(`cannot start: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  let ports;
+  try {
+    ports = await app.listen({ port: config.env.port, host: config.env.host, adminPort: config.env.adminPort });
+  } catch (error) {
+    const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
+    fail(code === 'EADDRINUSE' ? `a port is already in use: set PORT (${config.env.port}) or ADMIN_PORT (${config.env.adminPort})` : `cannot listen: ${String(error)}`);
+  }
+
+  const shownHost = config.env.host === '0.0.0.0' || config.env.host === '::' ? '127.0.0.1' : config.env.host;
+  const base = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${ports.port}`;
+  if (sandbox !== undefined) {
+    const token =
+      keys.kind === 'secret'
+        ? await mintDevToken({
+            company: 1,
+            secret: keys.secret,
+            ...(config.env.jwtIssuer !== undefined && { issuer: config.env.jwtIssuer }),
+            ...(config.env.jwtAudience !== undefined && { audience: config.env.jwtAudience }),
+          })
+        : undefined;
+    process.stdout.write(
+      [
+        '',
+        `slab-ops-proxy listening on ${base} (admin on port ${String(ports.adminPort)})`,
+        `embedded default: sandbox upstream at ${upstreamUrl}, in-process cache`,
+        ...(token === undefined
+          ? ['mint tokens with your own key: the embedded sandbox verifies them with the key source you set']
+          : [
+              'development token (company 1, every permission, valid 24 h):',
+              `  ${token}`,
+              'try:',
+              `  curl -s -H 'Authorization: Bearer ${token}' '${base}/api/slab/v1/operations/receipts?per_page=2'`,
+            ]),
+        '',
+      ].join('\n') + '\n',
+    );
+  } else {
+    logger.info({ port: ports.port, adminPort: ports.adminPort, upstream: new URL(upstreamUrl).origin }, 'slab-ops-proxy listening');
+  }
+
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'draining');
+    const forced = setTimeout(() => process.exit(1), DRAIN_LIMIT_MS);
+    forced.unref();
+    void Promise.all([app.close(), sandbox?.close()]).then(() => {
+      logger.flush();
+      process.exit(0);
+    });
+  };
+  // A library that leaks a rejected promise (bottleneck's scripts during a Redis outage can) must
+  // not stop a proxy that is serving: logged, loudly, instead of Node's default exit.
+  process.on('unhandledRejection', (reason) => {
+    logger.error({ err: { message: reason instanceof Error ? reason.message : String(reason) } }, 'unhandled rejection');
+  });
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((error: unknown) => {
+  fail(`failed to start: ${error instanceof Error ? error.message : String(error)}`);
+});

@@ -1,0 +1,63 @@
+/**
+ * The canonical read: one of the 26 cacheable reads, validated, in the single form that is keyed
+ * and forwarded. Built by the pure stages of `target`, `route` and `query`.
+ */
+import { API_PREFIX, type ResourceDef } from '../catalog/resources.js';
+import type { ProxyError } from '../errors/proxy-error.js';
+import { InvalidRequestError, NotFoundError } from '../errors/proxy-error.js';
+import { type RawParam, canonicaliseListQuery, checkRecordQuery, hasAccessTokenParam, parseRawQuery } from './query.js';
+import { type Route, resolveRoute } from './route.js';
+import { classifyTarget } from './target.js';
+
+export interface CanonicalRead {
+  readonly resource: ResourceDef;
+  readonly kind: 'list' | 'record';
+  /** The record id (`record` reads only). */
+  readonly id: string | undefined;
+  /** The canonical query (`list` reads only; `''` for a record). */
+  readonly query: string;
+  /** The path and query the upstream receives, relative to its base URL. */
+  readonly upstreamTarget: string;
+}
+
+/** Builds the canonical read of a resolved route, or the 400 its query deserves. */
+export function buildCanonicalRead(
+  route: Extract<Route, { kind: 'list' | 'record' }>,
+  params: readonly RawParam[],
+): CanonicalRead | ProxyError {
+  if (route.kind === 'record') {
+    const error = checkRecordQuery(params);
+    if (error !== undefined) return error;
+    return {
+      resource: route.resource,
+      kind: 'record',
+      id: route.id,
+      query: '',
+      upstreamTarget: `${API_PREFIX}/${route.resource.name}/${route.id}`,
+    };
+  }
+  const query = canonicaliseListQuery(route.resource, params);
+  if (query instanceof Error) return query;
+  return {
+    resource: route.resource,
+    kind: 'list',
+    id: undefined,
+    query: query.text,
+    upstreamTarget: `${API_PREFIX}/${route.resource.name}?${query.text}`,
+  };
+}
+
+/**
+ * The whole canonicalisation of a GET target in one call, for tests and tools. The data plane runs
+ * the same stages one by one, because authentication and authorisation sit between them (DESIGN §3).
+ */
+export function canonicaliseTarget(url: string): CanonicalRead | ProxyError {
+  const target = classifyTarget(url);
+  if (target.kind === 'invalid') return new InvalidRequestError('The request target must be a path.');
+  if (target.kind === 'other') return new NotFoundError();
+  const params = parseRawQuery(target.rawQuery);
+  if (hasAccessTokenParam(params)) return new InvalidRequestError('Tokens are accepted only in the Authorization header.');
+  const route = resolveRoute(target.path);
+  if (route.kind === 'unknown' || route.kind === 'malformed') return new NotFoundError();
+  return buildCanonicalRead(route, params);
+}

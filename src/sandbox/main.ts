@@ -1,0 +1,50 @@
+/**
+ * `npm run sandbox`: the sandbox system of record as its own process, for local development, the
+ * load test and the benchmarks. Settings: SANDBOX_PORT (8081), SANDBOX_HOST (127.0.0.1),
+ * SANDBOX_RATE_LIMIT (requests per second before 429; 0 turns it off; default 1000),
+ * SANDBOX_CONTROL (1: the test-only fault switch and counters under /__sandbox/), SANDBOX_SEED,
+ * and the proxy's own key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
+ * JWT_AUDIENCE; the development secret when none is set).
+ */
+import type { KeySourceOptions } from '../auth/key-source.js';
+import { ConfigError, loadEnv } from '../config/load.js';
+import { DEV_SECRET, mintDevToken } from '../dev/dev-credentials.js';
+import { createSandbox } from './server.js';
+
+function integerVar(name: string, fallback: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  if (!/^[0-9]{1,9}$/.test(text)) throw new ConfigError(name, 'must be a non-negative integer');
+  return Number(text);
+}
+
+async function run(): Promise<void> {
+  const env = loadEnv(process.env);
+  const keys: KeySourceOptions = env.keySource === undefined ? { kind: 'secret', secret: DEV_SECRET } : { ...env.keySource, ...(env.jwtAlgorithms !== undefined && { algorithms: env.jwtAlgorithms }) };
+  const port = integerVar('SANDBOX_PORT', 8081);
+  if (port > 65_535) throw new ConfigError('SANDBOX_PORT', 'must be a port number');
+  const sandbox = createSandbox({
+    keys,
+    ...(env.jwtIssuer !== undefined && { issuer: env.jwtIssuer }),
+    ...(env.jwtAudience !== undefined && { audience: env.jwtAudience }),
+    rateLimitPerSecond: integerVar('SANDBOX_RATE_LIMIT', 1000),
+    control: process.env.SANDBOX_CONTROL === '1' || process.env.SANDBOX_CONTROL === 'true',
+    seed: integerVar('SANDBOX_SEED', 20_261_122),
+  });
+  const url = await sandbox.listen(port, process.env.SANDBOX_HOST ?? '127.0.0.1');
+  const lines = [`sandbox system of record listening on ${url}`];
+  if (keys.kind === 'secret' && env.keySource === undefined) {
+    lines.push(`development token (company 1, every permission): ${await mintDevToken({ company: 1 })}`);
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+  const stop = (): void => {
+    void sandbox.close().then(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+run().catch((error: unknown) => {
+  process.stderr.write(`sandbox: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(2);
+});

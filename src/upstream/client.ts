@@ -1,0 +1,159 @@
+/**
+ * The upstream client (DESIGN §7): an undici keep-alive pool to `UPSTREAM_URL` that sends only the
+ * canonical target and the allowed headers, with connect, header and whole-request deadlines and a
+ * body size cap. It returns the upstream's answer as bytes or a typed failure; deciding what the
+ * client sees is the caller's job.
+ */
+import { Pool } from 'undici';
+
+export interface UpstreamClientOptions {
+  /** The upstream's base URL (the seed's `base_url`); may carry a path prefix. */
+  readonly url: string;
+  /** Deadline for the whole exchange, connect to last body byte, ms. */
+  readonly timeoutMs: number;
+  readonly maxBodyBytes: number;
+  /** Pooled connections (the upstream guard bounds concurrency above this). */
+  readonly connections: number;
+}
+
+export interface UpstreamAnswer {
+  readonly status: number;
+  readonly contentType: string | undefined;
+  /** The upstream's `Retry-After`, verbatim (429 and 503). */
+  readonly retryAfter: string | undefined;
+  readonly body: Buffer;
+  readonly elapsedMs: number;
+}
+
+export type UpstreamFailureKind =
+  /** No connection could be made: refused, unreachable, unresolvable (→ 503). */
+  | 'refused'
+  /** A deadline passed: connect, headers or body (→ 504). */
+  | 'timeout'
+  /** The exchange broke: reset, truncated, unparsable, over the size cap (→ 502). */
+  | 'broken';
+
+export class UpstreamFailure extends Error {
+  constructor(readonly kind: UpstreamFailureKind, readonly reason: string, readonly elapsedMs: number) {
+    super(`upstream ${kind}: ${reason}`);
+  }
+}
+
+export interface UpstreamRequest {
+  /** Path and query, already canonical, relative to the base URL. */
+  readonly target: string;
+  /** The client's credential, re-spelled `Bearer <token>`. */
+  readonly token: string;
+  readonly requestId: string;
+}
+
+export interface UpstreamClient {
+  get(request: UpstreamRequest): Promise<UpstreamAnswer>;
+  close(): Promise<void>;
+}
+
+const REFUSED_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+/** Codes of a pooled connection that the upstream closed under us before answering. */
+const STALE_CONNECTION_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  if ('code' in error && typeof error.code === 'string') return error.code;
+  if ('cause' in error) return errorCode(error.cause);
+  return undefined;
+}
+
+function classify(error: unknown, deadline: AbortSignal, elapsedMs: number): UpstreamFailure {
+  if (error instanceof UpstreamFailure) return error;
+  if (deadline.aborted) return new UpstreamFailure('timeout', 'deadline', elapsedMs);
+  const code = errorCode(error) ?? 'unknown';
+  if (REFUSED_CODES.has(code)) return new UpstreamFailure('refused', code, elapsedMs);
+  if (TIMEOUT_CODES.has(code)) return new UpstreamFailure('timeout', code, elapsedMs);
+  return new UpstreamFailure('broken', code, elapsedMs);
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export function createUpstreamClient(options: UpstreamClientOptions): UpstreamClient {
+  let base: URL;
+  try {
+    base = new URL(options.url);
+  } catch {
+    throw new TypeError('UPSTREAM_URL: not a URL');
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new TypeError('UPSTREAM_URL: must be http(s)');
+  if (base.search !== '' || base.hash !== '') throw new TypeError('UPSTREAM_URL: must not carry a query or fragment');
+  if (!(options.timeoutMs > 0)) throw new TypeError('upstream.timeout must be positive');
+  if (!(options.maxBodyBytes > 0)) throw new TypeError('upstream.maxBodyBytes must be positive');
+  const basePath = base.pathname.replace(/\/+$/, '');
+  const pool = new Pool(base.origin, {
+    connections: options.connections,
+    connectTimeout: Math.min(options.timeoutMs, 10_000),
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+    keepAliveTimeout: 30_000,
+  });
+
+  async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }, startedAt: number): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of body) {
+      size += chunk.length;
+      if (size > options.maxBodyBytes) {
+        body.destroy();
+        throw new UpstreamFailure('broken', 'body over maxBodyBytes', performance.now() - startedAt);
+      }
+      chunks.push(chunk);
+    }
+    return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
+  }
+
+  return {
+    async get(request) {
+      const startedAt = performance.now();
+      const deadline = AbortSignal.timeout(options.timeoutMs);
+      // A keep-alive connection the upstream closed while idle fails the next request sent on it,
+      // before any byte of an answer. A GET is idempotent (RFC 9110 §9.2.2): it is sent once more,
+      // on a new connection, within the same deadline.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await exchange(request, startedAt, deadline);
+        } catch (error) {
+          const retry = attempt === 0 && !deadline.aborted && !(error instanceof UpstreamFailure) && STALE_CONNECTION_CODES.has(errorCode(error) ?? '');
+          if (!retry) throw classify(error, deadline, performance.now() - startedAt);
+        }
+      }
+    },
+    close: () => pool.close(),
+  };
+
+  async function exchange(request: UpstreamRequest, startedAt: number, deadline: AbortSignal): Promise<UpstreamAnswer> {
+    const response = await pool.request({
+      method: 'GET',
+      path: basePath + request.target,
+      headers: {
+        authorization: `Bearer ${request.token}`,
+        accept: 'application/json',
+        'x-request-id': request.requestId,
+      },
+      signal: deadline,
+    });
+    // From here on an answer has begun: a failure while reading it is never retried.
+    let body: Buffer;
+    try {
+      body = await readCapped(response.body, startedAt);
+    } catch (error) {
+      throw classify(error, deadline, performance.now() - startedAt);
+    }
+    return {
+      status: response.statusCode,
+      contentType: headerValue(response.headers['content-type']),
+      retryAfter: headerValue(response.headers['retry-after']),
+      body,
+      elapsedMs: performance.now() - startedAt,
+    };
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The upstream guard around each fetch (DESIGN §7): the circuit breaker and the company's 429
+ * pause decide first, and answer fast when the upstream must be left alone: a failure the cache
+ * turns into a stale copy when it has one (`fwd-status=503` or `429`), else 503 or 429 with
+ * `Retry-After`. Then the upstream budget gives the request a slot (cluster-wide concurrency and
+ * rate), or refuses it after a bounded wait. Each answer then feeds the breaker and the pause:
+ * failures open the breaker, a 429 pauses the company.
+ */
+import { RateLimitedError, UpstreamUnavailableError } from '../errors/proxy-error.js';
+import type { CircuitBreaker } from '../limits/circuit-breaker.js';
+import { pauseFromRetryAfter } from '../limits/retry-after.js';
+import type { UpstreamBudget } from '../limits/upstream-budget.js';
+import type { UpstreamPause } from '../limits/upstream-pause.js';
+import type { FetchOutcome, FetchRequest, ReadFetcher } from './fetch-read.js';
+
+export interface GuardOptions {
+  readonly breaker: CircuitBreaker;
+  readonly pause: UpstreamPause;
+  readonly budget: UpstreamBudget;
+  /** Longest wait for an upstream slot, ms. */
+  readonly maxQueueWaitMs: number;
+  /** Told of every upstream 401: the token the proxy accepted was refused by the system of record. */
+  readonly onUpstreamUnauthorized?: (request: FetchRequest) => void;
+  readonly now?: () => number;
+}
+
+function seconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
+export function guardFetcher(fetch: ReadFetcher, options: GuardOptions): ReadFetcher {
+  const { breaker, pause, budget } = options;
+  const now = options.now ?? Date.now;
+  return async (request) => {
+    const company = request.principal.company;
+    const paused = await pause.check(company);
+    if (paused.kind === 'paused') {
+      return { kind: 'failure', error: new RateLimitedError(seconds(paused.retryAfterMs), 'upstream'), fwdStatus: 429, upstreamMs: 0 };
+    }
+    const admitted = breaker.admit();
+    if (!admitted.allowed) {
+      return { kind: 'failure', error: new UpstreamUnavailableError(seconds(admitted.retryAfterMs)), fwdStatus: 503, upstreamMs: 0 };
+    }
+    const slot = await budget.run(() => fetch(request), options.maxQueueWaitMs);
+    if (slot.kind === 'refused') {
+      // The upstream's budget is spent for now: not a failure of the upstream, so not the breaker's.
+      if (paused.probe) await pause.resume(company);
+      return { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0 };
+    }
+    const outcome: FetchOutcome = slot.value;
+    if (outcome.kind === 'failure') breaker.failure();
+    else breaker.success();
+    if (outcome.kind === 'answer' && outcome.answer.status === 401) options.onUpstreamUnauthorized?.(request);
+    if (outcome.kind === 'answer' && outcome.answer.status === 429) {
+      await pause.pause(company, pauseFromRetryAfter(outcome.answer.retryAfter, now()));
+    } else if (paused.probe) {
+      await pause.resume(company);
+    }
+    return outcome;
+  };
+}

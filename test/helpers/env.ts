@@ -1,0 +1,110 @@
+/**
+ * Starts the real parts in-process on free ports: the sandbox system of record (with its test-only
+ * control) and the proxy in front of it. Everything talks real HTTP over loopback.
+ */
+import { pino } from 'pino';
+import { createProxyApp, type ProxyApp } from '../../src/app.js';
+import type { KeySourceOptions } from '../../src/auth/key-source.js';
+import { mergeOver, validateFileConfig } from '../../src/config/load.js';
+import { BUILT_IN_CONFIG, type FileConfig } from '../../src/config/schema.js';
+import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
+import { ProxyError } from '../../src/errors/proxy-error.js';
+import { canonicaliseTarget } from '../../src/request/canonical-read.js';
+import { type Sandbox, type SandboxOptions, createSandbox } from '../../src/sandbox/server.js';
+
+export const DEV_KEYS: KeySourceOptions = { kind: 'secret', secret: DEV_SECRET };
+
+/**
+ * Caching off: every read goes to the upstream. For suites about forwarding itself (error mapping,
+ * forwarded headers, the upstream's own 429), where a cached answer would hide what they test.
+ */
+export const NO_CACHE = {
+  cache: {
+    defaults: { ttl: 0, staleWhileRevalidate: 0, staleIfError: 0, notFoundTtl: 0 },
+    resources: { warehouses: { ttl: 0 }, movements: { ttl: 0 } },
+  },
+} as const;
+
+/**
+ * Limits high enough that no suite meets them by accident (some send thousands of requests with
+ * one token); the suites about limits set their own `rateLimit`.
+ */
+const GENEROUS_LIMITS = {
+  rateLimit: { perCredential: { points: 1_000_000, duration: 60 }, perCompany: { points: 1_000_000, duration: 60 } },
+};
+
+/** A config document over the built-in defaults, validated as the start would. */
+export function configWith(overrides: Record<string, unknown> = {}): FileConfig {
+  return validateFileConfig(mergeOver(BUILT_IN_CONFIG, overrides));
+}
+
+export async function startSandbox(options: Partial<SandboxOptions> = {}): Promise<Sandbox> {
+  const sandbox = createSandbox({ keys: DEV_KEYS, control: true, rateLimitPerSecond: 0, ...options });
+  await sandbox.listen(0, '127.0.0.1');
+  return sandbox;
+}
+
+export interface ProxyHandle {
+  readonly app: ProxyApp;
+  readonly url: string;
+  /** With `adminToken`: the admin port's base URL. */
+  readonly adminUrl: string | undefined;
+  close(): Promise<void>;
+}
+
+export interface StartProxyOptions {
+  readonly upstreamUrl: string;
+  readonly keys?: KeySourceOptions;
+  readonly config?: Record<string, unknown>;
+  readonly issuer?: string;
+  readonly audience?: string;
+  readonly logger?: pino.Logger;
+  readonly redisUrl?: string;
+  readonly now?: () => number;
+  readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
+  /** Starts the admin port too, with the operator API behind this token. */
+  readonly adminToken?: string;
+}
+
+export async function startProxy(options: StartProxyOptions): Promise<ProxyHandle> {
+  const app = await createProxyApp({
+    upstreamUrl: options.upstreamUrl,
+    keys: options.keys ?? DEV_KEYS,
+    issuer: options.issuer,
+    audience: options.audience,
+    config: configWith(mergeOver(GENEROUS_LIMITS, options.config ?? {}) as Record<string, unknown>),
+    logger: options.logger ?? pino({ level: 'silent' }),
+    ...(options.redisUrl !== undefined && { redis: { url: options.redisUrl } }),
+    ...(options.now !== undefined && { now: options.now }),
+    ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
+    ...(options.adminToken !== undefined && { adminToken: options.adminToken }),
+  });
+  const { port, adminPort } = await app.listen({ port: 0, host: '127.0.0.1', ...(options.adminToken !== undefined && { adminPort: 0 }) });
+  return { app, url: `http://127.0.0.1:${port}`, adminUrl: adminPort === undefined ? undefined : `http://127.0.0.1:${adminPort}`, close: () => app.close() };
+}
+
+/** The target the proxy forwards for a client target: what the sandbox counts in `byTarget`. */
+export function upstreamTarget(target: string): string {
+  const read = canonicaliseTarget(target);
+  if (read instanceof ProxyError) throw new Error(`not a cacheable read: ${target}`);
+  return read.upstreamTarget;
+}
+
+/** Upstream requests the sandbox received for a client target (under its canonical form). */
+export function upstreamCount(sandbox: Sandbox, target: string): number {
+  return sandbox.stats().byTarget[upstreamTarget(target)] ?? 0;
+}
+
+/** A sandbox with a proxy in front of it: the usual test bed. */
+export async function startStack(proxy: Omit<StartProxyOptions, 'upstreamUrl'> = {}, sandboxOptions: Partial<SandboxOptions> = {}) {
+  const sandbox = await startSandbox(sandboxOptions);
+  const handle = await startProxy({ ...proxy, upstreamUrl: sandbox.url });
+  return {
+    sandbox,
+    proxy: handle,
+    async close() {
+      await handle.close();
+      await sandbox.close();
+    },
+  };
+}

@@ -1,0 +1,75 @@
+/**
+ * A real `redis-server` for tests, on a free port (never 6379, never a fixed port), with no
+ * persistence. It can be killed, paused (SIGSTOP) and resumed, and restarted on the same port.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { freePort } from '../../src/dev/free-port.js';
+
+export interface RedisServer {
+  readonly port: number;
+  readonly url: string;
+  /** SIGKILL, and wait for the exit. */
+  kill(): Promise<void>;
+  /** SIGSTOP: the server hangs with its connections open. */
+  pause(): void;
+  resume(): void;
+  /** Starts again on the same port (after `kill`). */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function launch(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'notice'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString('utf8');
+      if (output.includes('Ready to accept connections')) {
+        child.stdout?.off('data', onData);
+        child.stdout?.resume();
+        resolve(child);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${String(code)}: ${output.slice(-500)}`)));
+  });
+}
+
+export async function startRedis(): Promise<RedisServer> {
+  let port = 0;
+  let child: ChildProcess | undefined;
+  for (let attempt = 0; child === undefined; attempt++) {
+    port = await freePort();
+    try {
+      child = await launch(port);
+    } catch (error) {
+      if (attempt >= 4) throw error; // the port was taken between probe and launch: try another
+    }
+  }
+  let current: ChildProcess = child;
+  const killCurrent = async (): Promise<void> => {
+    if (current.exitCode !== null || current.signalCode !== null) return;
+    const exited = once(current, 'exit');
+    current.kill('SIGCONT');
+    current.kill('SIGKILL');
+    await exited;
+  };
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    kill: killCurrent,
+    pause: () => current.kill('SIGSTOP'),
+    resume: () => current.kill('SIGCONT'),
+    async restart() {
+      await killCurrent();
+      current = await launch(port);
+    },
+    stop: killCurrent,
+  };
+}

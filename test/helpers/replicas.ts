@@ -1,0 +1,56 @@
+/**
+ * Proxy replicas as separate processes (`node dist/main.js`), sharing one Redis: the multi-process
+ * suites' common start-up, and a bounded poll for conditions that have no event to await.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { send } from './http.js';
+import { type RunningProcess, runNode } from './process.js';
+
+export interface Replica {
+  readonly process: RunningProcess;
+  readonly url: string;
+  readonly adminUrl: string;
+}
+
+/** Polls an observable condition until it holds; fails after the deadline instead of hanging. */
+export async function until(condition: () => boolean | Promise<boolean>, what: string, deadlineMs = 8_000): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** True when the replica's readiness reports Redis usable. */
+export function redisOk(replica: Replica): Promise<boolean> {
+  return send(replica.adminUrl, '/readyz').then(
+    (ready) => ready.status === 200 && (ready.json() as { redis?: string }).redis === 'ok',
+    () => false,
+  );
+}
+
+export interface ReplicaEnv {
+  readonly UPSTREAM_URL: string;
+  readonly REDIS_URL: string;
+  readonly JWT_SECRET: string;
+  readonly CONFIG_FILE?: string;
+}
+
+/** Starts a replica on free ports and waits until it serves with Redis connected. */
+export async function startReplica(env: ReplicaEnv): Promise<Replica> {
+  const child = runNode('dist/main.js', { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env });
+  const [, port, adminPort] = await child.waitFor(/"port":(\d+),"adminPort":(\d+)/);
+  const replica = { process: child, url: `http://127.0.0.1:${String(port)}`, adminUrl: `http://127.0.0.1:${String(adminPort)}` };
+  // Without Redis the first requests would (correctly) fail open, each replica on its own.
+  await until(() => redisOk(replica), 'the replica to report redis ok');
+  return replica;
+}
+
+/** Starts `count` replicas sharing one config file (YAML over the defaults). */
+export async function startReplicas(count: number, env: Omit<ReplicaEnv, 'CONFIG_FILE'>, configYaml: string): Promise<Replica[]> {
+  const configFile = join(mkdtempSync(join(tmpdir(), 'slab-replicas-')), 'config.yaml');
+  writeFileSync(configFile, configYaml);
+  return Promise.all(Array.from({ length: count }, () => startReplica({ ...env, CONFIG_FILE: configFile })));
+}

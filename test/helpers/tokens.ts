@@ -1,0 +1,10 @@
+/** Real JWTs for tests: development tokens, and hand-built ones for the attack list. */
+import { mintDevToken, type DevTokenOptions } from '../../src/dev/dev-credentials.js';
+
+export function token(options: Partial<DevTokenOptions> = {}): Promise<string> {
+  return mintDevToken({ company: 1, ...options });
+}
+
+export function b64url(value: string | Buffer): string {
+  return Buffer.from(value).toString('base64url');
+}

@@ -1,0 +1,221 @@
+/**
+ * The operator API (DESIGN §8) so far: admin authentication, validated bodies, and run-time TTL
+ * overrides and purges that take effect on every replica within a second (two proxies on one real
+ * Redis), pages already cached included; a replica started later sees the overrides.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX } from '../../src/catalog/resources.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { pino } from 'pino';
+import { createProxyApp } from '../../src/app.js';
+import { DEV_KEYS, type ProxyHandle, configWith, startProxy, startSandbox } from '../helpers/env.js';
+import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { until } from '../helpers/replicas.js';
+import { token } from '../helpers/tokens.js';
+
+const ADMIN = 'an admin token for the tests';
+const P = API_PREFIX;
+
+/** `bearer: null` sends no Authorization header. */
+function admin(base: string | undefined, method: string, path: string, body?: unknown, bearer: string | null = ADMIN): Promise<RawResponse> {
+  return send(base ?? '', path, {
+    method,
+    headers: [...(bearer === null ? [] : [['Authorization', `Bearer ${bearer}`] as const]), ['Content-Type', 'application/json']],
+    ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+  });
+}
+
+function cacheStatus(res: RawResponse): string {
+  return res.headers['cache-status'] ?? '';
+}
+
+describe('admin authentication and validation', () => {
+  let sandbox: Sandbox;
+  let proxy: ProxyHandle;
+  beforeAll(async () => {
+    sandbox = await startSandbox();
+    proxy = await startProxy({ upstreamUrl: sandbox.url, adminToken: ADMIN });
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await sandbox.close();
+  });
+
+  it.each([
+    ['no token', null, 401],
+    ['a wrong token', 'not the admin token', 401],
+    ['the right token', ADMIN, 200],
+  ])('%s', async (_label, bearer, status) => {
+    const res = await admin(proxy.adminUrl, 'GET', '/admin/config', undefined, bearer);
+    expect(res.status).toBe(status);
+    if (status === 401) expect((res.json() as { code: string }).code).toBe('unauthenticated');
+  });
+
+  it('shows the effective settings, overrides marked', async () => {
+    await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/receipts', { ttl: 7 });
+    const config = (await admin(proxy.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number; override?: unknown }> } };
+    expect(config.cache.effective.receipts).toMatchObject({ ttl: 7, override: { ttl: 7 } });
+    expect(config.cache.effective.warehouses?.override).toBeUndefined();
+    expect((await admin(proxy.adminUrl, 'DELETE', '/admin/cache/ttl/receipts')).status).toBe(204);
+  });
+
+  it.each([
+    ['an unknown field', 'PUT', '/admin/cache/ttl/receipts', { tll: 5 }, 400, 'tll'],
+    ['a negative ttl', 'PUT', '/admin/cache/ttl/receipts', { ttl: -1 }, 400, 'ttl'],
+    ['a fractional ttl', 'PUT', '/admin/cache/ttl/receipts', { staleIfError: 1.5 }, 400, 'staleIfError'],
+    ['an empty override', 'PUT', '/admin/cache/ttl/receipts', {}, 400, 'body'],
+    ['a body that is not JSON', 'PUT', '/admin/cache/ttl/receipts', '{nope', 400, 'body'],
+    ['a bad company', 'POST', '/admin/cache/purge', { company_id: 'a b' }, 400, 'company_id'],
+    ['no company', 'POST', '/admin/cache/purge', { resource: 'receipts' }, 400, 'company_id'],
+    ['an unknown purge field', 'POST', '/admin/cache/purge', { company_id: 1, everything: true }, 400, 'everything'],
+  ])('refuses %s with 400 naming the field', async (_label, method, path, body, status, parameter) => {
+    const res = await admin(proxy.adminUrl, method, path, body);
+    expect(res.status).toBe(status);
+    expect(res.json()).toMatchObject({ code: 'invalid_parameter', parameter });
+  });
+
+  it('answers 404 for an unknown resource', async () => {
+    expect((await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/widgets', { ttl: 5 })).status).toBe(404);
+    expect((await admin(proxy.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'widgets' })).status).toBe(404);
+  });
+
+  it('without ADMIN_TOKEN only health and readiness exist', async () => {
+    const plain = await createProxyApp({
+      upstreamUrl: sandbox.url,
+      keys: DEV_KEYS,
+      config: configWith({}),
+      logger: pino({ level: 'silent' }),
+    });
+    const { adminPort } = await plain.listen({ port: 0, host: '127.0.0.1', adminPort: 0 });
+    const base = `http://127.0.0.1:${String(adminPort)}`;
+    try {
+      expect((await send(base, '/healthz')).status).toBe(200);
+      expect((await send(base, '/readyz')).status).toBe(200);
+      expect((await admin(base, 'GET', '/admin/config')).status).toBe(404);
+      expect((await admin(base, 'POST', '/admin/cache/purge', { company_id: 1 })).status).toBe(404);
+    } finally {
+      await plain.close();
+    }
+  });
+});
+
+describe('run-time settings on every replica (Redis)', () => {
+  let redis: RedisServer;
+  let sandbox: Sandbox;
+  let one: ProxyHandle;
+  let two: ProxyHandle;
+  let clock = Date.now();
+  let bearer: string;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    sandbox = await startSandbox();
+    const replica = () => startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN, now: () => clock, config: { cache: { defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 } } } });
+    one = await replica();
+    two = await replica();
+    bearer = await token();
+  });
+  afterAll(async () => {
+    await one.close();
+    await two.close();
+    await sandbox.close();
+    await redis.stop();
+  });
+
+  it('a TTL override made on replica 1 applies on replica 2 within a second, to pages it already holds', async () => {
+    const target = `${P}/warehouses?per_page=4`;
+    await getWithToken(two.url, target, bearer);
+    expect(cacheStatus(await getWithToken(two.url, target, bearer))).toMatch(/^slab-proxy; hit; ttl=300/);
+    clock += 10_000;
+    const started = Date.now();
+    expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/warehouses', { ttl: 5 })).status).toBe(200);
+    await until(async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to apply the override', 1_000);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    // A replica that starts later reads the overrides at start.
+    const late = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN });
+    try {
+      const config = (await admin(late.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number }> } };
+      expect(config.cache.effective.warehouses?.ttl).toBe(5);
+    } finally {
+      await late.close();
+    }
+    expect((await admin(one.adminUrl, 'DELETE', '/admin/cache/ttl/warehouses')).status).toBe(204);
+    await until(async () => {
+      const config = (await admin(two.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number }> } };
+      return config.cache.effective.warehouses?.ttl === 300;
+    }, 'replica 2 to drop the override', 1_000);
+  });
+
+  it('a revocation made on replica 1 refuses the token on replica 2 within a second, on a page it holds', async () => {
+    const target = `${P}/quote-links?per_page=3`;
+    const byJti = await token({ subject: 'revoke-me', tokenId: 'jti-revoke-me' });
+    const bySub = await token({ subject: 'revoke-sub' });
+    for (const t of [byJti, bySub]) {
+      await getWithToken(two.url, target, t);
+      expect(cacheStatus(await getWithToken(two.url, target, t))).toMatch(/^slab-proxy; hit/);
+    }
+    const started = Date.now();
+    expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'jti-revoke-me' })).status).toBe(201);
+    expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { sub: 'revoke-sub' })).status).toBe(201);
+    for (const t of [byJti, bySub]) {
+      await until(async () => (await getWithToken(two.url, target, t)).status === 401, 'replica 2 to refuse the revoked token', 1_000);
+    }
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect((await getWithToken(two.url, target, bearer)).status).toBe(200); // others are untouched
+    // A replica that starts later knows the revocations.
+    const late = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN });
+    try {
+      expect((await getWithToken(late.url, target, byJti)).status).toBe(401);
+    } finally {
+      await late.close();
+    }
+  });
+
+  it('company and employee blocks made on replica 1 answer 403 on replica 2 within a second, and lift', async () => {
+    const target = `${P}/fulfilments?per_page=3`;
+    const companyThree = await token({ company: 3 });
+    const employee = await token({ employee: 9, employeePermissions: ['view_slab', 'view_slab_fulfilment'] });
+    await getWithToken(two.url, target, companyThree);
+    await getWithToken(two.url, target, employee);
+    expect((await admin(one.adminUrl, 'PUT', '/admin/blocks/companies/3')).status).toBe(200);
+    expect((await admin(one.adminUrl, 'PUT', '/admin/blocks/employees/1/9')).status).toBe(200);
+    await until(async () => (await getWithToken(two.url, target, companyThree)).status === 403, 'the company block on replica 2', 1_000);
+    expect((await getWithToken(two.url, target, companyThree)).json()).toMatchObject({ code: 'forbidden', reason: 'company' });
+    await until(async () => (await getWithToken(two.url, target, employee)).status === 403, 'the employee block on replica 2', 1_000);
+    expect((await getWithToken(two.url, target, employee)).json()).toMatchObject({ code: 'forbidden', reason: 'employee' });
+    expect((await getWithToken(two.url, target, bearer)).status).toBe(200);
+    expect((await admin(one.adminUrl, 'DELETE', '/admin/blocks/companies/3')).status).toBe(204);
+    expect((await admin(one.adminUrl, 'DELETE', '/admin/blocks/employees/1/9')).status).toBe(204);
+    await until(async () => (await getWithToken(two.url, target, companyThree)).status === 200, 'the company block to lift', 1_000);
+    await until(async () => (await getWithToken(two.url, target, employee)).status === 200, 'the employee block to lift', 1_000);
+  });
+
+  it.each([
+    ['both jti and sub', { jti: 'a', sub: 'b' }, 'jti'],
+    ['neither', {}, 'jti'],
+    ['an unknown field', { jti: 'a', why: 'leaked' }, 'why'],
+    ['a bad exp', { jti: 'a', exp: 'soon' }, 'exp'],
+  ])('refuses a revocation with %s', async (_label, body, parameter) => {
+    const res = await admin(one.adminUrl, 'POST', '/admin/revocations', body);
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'invalid_parameter', parameter });
+  });
+
+  it('a purge made on replica 1 makes the next request on replica 2 a miss, its in-process copy included', async () => {
+    const target = `${P}/remnants?per_page=4`;
+    await getWithToken(two.url, target, bearer);
+    expect(cacheStatus(await getWithToken(two.url, target, bearer))).toMatch(/^slab-proxy; hit/); // in its L1 now
+    const purged = await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'remnants' });
+    expect(purged.status).toBe(200);
+    expect(purged.json()).toMatchObject({ company_id: '1', resource: 'remnants', purged: true, store: 'ok' });
+    const started = Date.now();
+    await until(async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to miss after the purge', 1_000);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    // Another company's pages were not purged.
+    const other = await token({ company: 2 });
+    await getWithToken(two.url, target, other);
+    await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1 });
+    expect(cacheStatus(await getWithToken(two.url, target, other))).toMatch(/^slab-proxy; hit/);
+  });
+});

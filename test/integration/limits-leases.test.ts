@@ -1,0 +1,85 @@
+/**
+ * Leased points (src/limits/inbound.ts) on a real Redis: two replicas' limiters share one count.
+ * The total admitted never passes `points`; at most a batch per replica is lost to the other;
+ * and most decisions need no Redis call at all.
+ */
+import { once } from 'node:events';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Principal } from '../../src/auth/principal.js';
+import { RedisHealth, createRedisClient } from '../../src/cache/redis-connection.js';
+import { type InboundLimiter, createInboundLimiter } from '../../src/limits/inbound.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+
+const POINTS = 200;
+const REPLICAS = 2;
+/** The batch the limiter reserves: points / (replicas × 16); a replica may hold two unspent. */
+const BATCH = Math.floor(POINTS / (REPLICAS * 16));
+
+function principal(subject: string): Principal {
+  return { company: '1', credential: `sub:${subject}`, subject, tokenId: undefined, permissions: new Set(), employee: undefined, scope: undefined, modules: undefined, expiresAt: 0 };
+}
+
+let redis: RedisServer;
+const clients: Redis[] = [];
+
+async function limiter(): Promise<InboundLimiter> {
+  const client = createRedisClient({ url: redis.url, commandTimeoutMs: 100 });
+  if (client.status !== 'ready') await once(client, 'ready');
+  clients.push(client as Redis);
+  return createInboundLimiter({
+    perCredential: { points: POINTS, duration: 60 },
+    perCompany: { points: 1_000_000, duration: 60 },
+    replicas: REPLICAS,
+    redis: { client, health: new RedisHealth(client), prefix: 'lease-test', timeoutMs: 100 },
+  });
+}
+
+async function allowed(on: InboundLimiter, who: Principal): Promise<boolean> {
+  return (await on.decide(who)).allowed;
+}
+
+async function evalCalls(): Promise<number> {
+  const admin = new Redis(redis.url);
+  const stats = await admin.info('commandstats');
+  admin.disconnect();
+  return [...stats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  for (const client of clients) client.disconnect();
+  await redis.stop();
+});
+
+describe('leased points', () => {
+  it('one replica alone gets exactly the allowance, in about points / batch Redis calls', async () => {
+    const one = await limiter();
+    const before = await evalCalls();
+    const who = principal('solo');
+    let admitted = 0;
+    for (let i = 0; i < POINTS + 50; i++) if (await allowed(one, who)) admitted += 1;
+    expect(admitted).toBe(POINTS);
+    const calls = (await evalCalls()) - before;
+    // Credential and company reservations; far fewer than one call per decision.
+    expect(calls).toBeLessThan((POINTS + 50) / 3);
+  });
+
+  it('two replicas together never pass the allowance, and lose at most two batches each', async () => {
+    const [one, two] = [await limiter(), await limiter()];
+    const who = principal('pair');
+    let admitted = 0;
+    for (let i = 0; i < POINTS + 100; i++) if (await allowed(i % 2 === 0 ? one : two, who)) admitted += 1;
+    expect(admitted).toBeLessThanOrEqual(POINTS);
+    expect(admitted).toBeGreaterThanOrEqual(POINTS - REPLICAS * 2 * BATCH);
+  });
+
+  it('concurrent decisions on one replica share reservations sized to their demand, and get exactly the allowance', async () => {
+    const one = await limiter();
+    const who = principal('burst');
+    const verdicts = await Promise.all(Array.from({ length: POINTS + 40 }, () => one.decide(who)));
+    expect(verdicts.filter((v) => v.allowed).length).toBe(POINTS);
+  });
+});

@@ -1,0 +1,91 @@
+/**
+ * Inbound limits shared by two proxy processes through one real Redis: a credential and a company
+ * get their points per window in total, not per replica; with Redis killed each replica falls back
+ * to its share (points / replicas), nothing fails, and the shared count returns with Redis.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX } from '../../src/catalog/resources.js';
+import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { startSandbox } from '../helpers/env.js';
+import { getWithToken } from '../helpers/http.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { type Replica, redisOk, startReplicas, until } from '../helpers/replicas.js';
+
+const secret = 'limits across replicas: a secret of at least thirty-two bytes';
+const TARGET = `${API_PREFIX}/warehouses`;
+
+let redis: RedisServer;
+let sandbox: Sandbox;
+const replicas: Replica[] = [];
+
+/** Sends `count` requests, one after another, and counts the answers by status. */
+async function burst(replica: Replica, bearer: string, count: number): Promise<Record<number, number>> {
+  const statuses: Record<number, number> = {};
+  for (let i = 0; i < count; i++) {
+    const { status } = await getWithToken(replica.url, TARGET, bearer);
+    statuses[status] = (statuses[status] ?? 0) + 1;
+  }
+  return statuses;
+}
+
+function tokenFor(subject: string, company = 1): Promise<string> {
+  return mintDevToken({ company, subject, secret });
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+  sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+  const env = { UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret };
+  replicas.push(...(await startReplicas(2, env, 'rateLimit:\n  perCredential: { points: 10, duration: 60 }\n  perCompany: { points: 30, duration: 60 }\n  replicas: 2\n')));
+});
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+  await sandbox.close();
+  await redis.stop();
+});
+
+describe('limits shared through Redis', () => {
+  it('a credential gets its points once in total, not once per replica', async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    const bearer = await tokenFor('shared-1');
+    const answers = await Promise.all([burst(one, bearer, 12), burst(two, bearer, 12)]);
+    const allowed = (answers[0][200] ?? 0) + (answers[1][200] ?? 0);
+    const refused = (answers[0][429] ?? 0) + (answers[1][429] ?? 0);
+    expect(allowed).toBe(10);
+    expect(refused).toBe(14);
+  });
+
+  it('the whole allowance is usable through one replica (the shared count, not a share)', async () => {
+    const [one] = replicas as [Replica, Replica];
+    expect(await burst(one, await tokenFor('shared-2'), 12)).toEqual({ 200: 10, 429: 2 });
+  });
+
+  it('a company gets its points in total across its credentials and the replicas', async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    const company = 3;
+    const results = await Promise.all(
+      ['a', 'b', 'c', 'd'].map(async (sub, i) => burst(i % 2 === 0 ? one : two, await tokenFor(`co-${sub}`, company), 10)),
+    );
+    const allowed = results.reduce((sum, r) => sum + (r[200] ?? 0), 0);
+    // 40 asked, 10 per credential allowed by that policy, 30 by the company's.
+    expect(allowed).toBe(30);
+    // Another company is untouched.
+    expect(await burst(one, await tokenFor('co-a', 2), 1)).toEqual({ 200: 1 });
+  });
+});
+
+describe('limits with Redis gone', () => {
+  it('each replica enforces its share (points / replicas) while Redis is down, never a 5xx, then shares again', async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    await redis.kill();
+    const down1 = await burst(one, await tokenFor('down-1'), 12);
+    const down2 = await burst(two, await tokenFor('down-1'), 12);
+    expect(down1).toEqual({ 200: 5, 429: 7 });
+    expect(down2).toEqual({ 200: 5, 429: 7 });
+    await redis.restart();
+    await until(async () => (await redisOk(one)) && (await redisOk(two)), 'both replicas to report redis ok again');
+    expect(await burst(one, await tokenFor('back-1'), 12)).toEqual({ 200: 10, 429: 2 });
+  });
+});

@@ -1,0 +1,125 @@
+/** The cache's pure parts: entry format, L1, policies, Cache-Status, If-None-Match. */
+import { brotliCompressSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { formatCacheStatus } from '../../src/cache/cache-status.js';
+import { type CacheEntry, ENTRY_FORMAT_VERSION, decodeEntry, encodeEntry, strongEtag } from '../../src/cache/entry.js';
+import { L1Cache } from '../../src/cache/l1.js';
+import { CachePolicies } from '../../src/cache/policy.js';
+import { etagMatches } from '../../src/http/conditional.js';
+import { configWith } from '../helpers/env.js';
+
+const PAGE = Buffer.from(JSON.stringify({ data: Array.from({ length: 30 }, (_, i) => ({ id: 100 + i, status: 'available', warehouse_id: 7, created_at: '2026-01-01T00:00:00.000Z' })), meta: { per_page: 30, has_more: true, next_after_id: 129 } }));
+
+function entry(body: Buffer, generation = 'g1'): CacheEntry {
+  return { status: 200, contentType: 'application/json', etag: strongEtag(body), body, storedAt: 1_000, freshUntil: 31_000, keepUntil: 631_000, generation };
+}
+
+describe('entry format', () => {
+  it('round-trips small and large bodies', () => {
+    for (const body of [Buffer.from('{}'), PAGE, Buffer.alloc(0)]) expect(decodeEntry(encodeEntry(entry(body)))).toEqual(entry(body));
+  });
+
+  it('compresses a page to well under 0.4 of its raw size', () => {
+    const stored = encodeEntry(entry(PAGE));
+    expect(stored.length / PAGE.length).toBeLessThan(0.4);
+  });
+
+  it('stores incompressible bodies as they are', () => {
+    const random = brotliCompressSync(PAGE); // already compressed: brotli cannot shrink it again
+    const stored = encodeEntry(entry(random));
+    expect(stored.readUInt8(1)).toBe(0);
+    expect(decodeEntry(stored)?.body.equals(random)).toBe(true);
+  });
+
+  it('reads a corrupt, truncated or other-version entry as nothing', () => {
+    const good = encodeEntry(entry(PAGE));
+    const otherVersion = Buffer.from(good);
+    otherVersion.writeUInt8(ENTRY_FORMAT_VERSION + 1, 0);
+    const flipped = Buffer.from(good);
+    flipped.writeUInt8(flipped.readUInt8(good.length - 5) ^ 0xff, good.length - 5);
+    const hugeHeader = Buffer.from(good);
+    hugeHeader.writeUInt32BE(1_000_000, 2);
+    const badJson = Buffer.concat([Buffer.from([ENTRY_FORMAT_VERSION, 0, 0, 0, 0, 3]), Buffer.from('{x}')]);
+    const wrongTypes = Buffer.concat([Buffer.from([ENTRY_FORMAT_VERSION, 0, 0, 0, 0, 2]), Buffer.from('{}')]);
+    for (const bad of [good.subarray(0, good.length - 10), otherVersion, flipped, hugeHeader, badJson, wrongTypes, Buffer.alloc(3)]) {
+      expect(decodeEntry(bad)).toBeUndefined();
+    }
+  });
+
+  it('gives a strong ETag that depends on every byte', () => {
+    expect(strongEtag(PAGE)).toBe(strongEtag(Buffer.from(PAGE)));
+    expect(strongEtag(PAGE)).toMatch(/^"[A-Za-z0-9_-]{27}"$/);
+    const changed = Buffer.from(PAGE);
+    changed.writeUInt8(changed.readUInt8(10) + 1, 10);
+    expect(strongEtag(changed)).not.toBe(strongEtag(PAGE));
+  });
+});
+
+describe('L1', () => {
+  it('serves an entry only under the generation last seen for its group', () => {
+    const l1 = new L1Cache({ maxBytes: 1_048_576, ttlMs: 60_000 });
+    l1.set('k', entry(PAGE, 'g1'));
+    expect(l1.get('k', 'tag')).toBeUndefined(); // no generation seen yet
+    l1.noteGeneration('tag', 'g1');
+    expect(l1.get('k', 'tag')?.generation).toBe('g1');
+    l1.noteGeneration('tag', 'g2'); // a purge, seen in a lookup
+    expect(l1.get('k', 'tag')).toBeUndefined();
+    l1.noteGeneration('tag', 'g1');
+    l1.forgetGroup('tag'); // a purge announced
+    expect(l1.get('k', 'tag')).toBeUndefined();
+  });
+
+  it('is bounded by bytes', () => {
+    const l1 = new L1Cache({ maxBytes: PAGE.length * 3, ttlMs: 60_000 });
+    l1.noteGeneration('tag', 'g1');
+    for (let i = 0; i < 10; i++) l1.set(`k${i}`, entry(PAGE));
+    const kept = Array.from({ length: 10 }, (_, i) => l1.get(`k${i}`, 'tag')).filter((e) => e !== undefined);
+    expect(kept.length).toBeLessThanOrEqual(3);
+    expect(l1.get('k9', 'tag')).toBeDefined();
+  });
+});
+
+describe('cache policies', () => {
+  it('layers defaults, per-resource settings and run-time overrides', () => {
+    const policies = new CachePolicies(configWith({ cache: { resources: { receipts: { ttl: 5, partition: 'employee' } } } }).cache);
+    expect(policies.policyFor('warehouses')).toMatchObject({ ttl: 300, staleIfError: 600, partition: 'company' });
+    expect(policies.policyFor('receipts')).toMatchObject({ ttl: 5, staleWhileRevalidate: 30, partition: 'employee' });
+    policies.setOverrides({ receipts: { ttl: 9 }, remnants: { notFoundTtl: 1 } });
+    expect(policies.policyFor('receipts')).toMatchObject({ ttl: 9, partition: 'employee' });
+    expect(policies.policyFor('remnants').notFoundTtl).toBe(1);
+    policies.setConfig(configWith({}).cache);
+    expect(policies.policyFor('receipts')).toMatchObject({ ttl: 9, partition: 'company' });
+  });
+});
+
+describe('Cache-Status (RFC 9211)', () => {
+  it.each([
+    [{ kind: 'hit', ttl: 12 } as const, 'slab-proxy; hit; ttl=12'],
+    [{ kind: 'revalidating', ttl: -3 } as const, 'slab-proxy; hit; ttl=-3; detail=stale-while-revalidate'],
+    [{ kind: 'miss', fwdStatus: 200, stored: true } as const, 'slab-proxy; fwd=miss; fwd-status=200; stored'],
+    [{ kind: 'miss', fwdStatus: 403, stored: false } as const, 'slab-proxy; fwd=miss; fwd-status=403'],
+    [{ kind: 'collapsed', fwdStatus: 200 } as const, 'slab-proxy; fwd=miss; fwd-status=200; collapsed'],
+    [{ kind: 'stale-if-error', ttl: -40, fwdStatus: 503 } as const, 'slab-proxy; fwd=stale; fwd-status=503; ttl=-40'],
+  ])('%j → %s', (status, header) => {
+    expect(formatCacheStatus(status)).toBe(header);
+    expect(header).not.toContain('key');
+  });
+});
+
+describe('If-None-Match', () => {
+  const tag = '"abc"';
+  it.each([
+    ['"abc"', true],
+    ['W/"abc"', true],
+    ['"x", "abc"', true],
+    ['*', true],
+    ['"abcd"', false],
+    ['abc', false],
+    ['', false],
+  ])('%s → %s', (header, matches) => {
+    expect(etagMatches(header, tag)).toBe(matches);
+  });
+  it('no header never matches', () => {
+    expect(etagMatches(undefined, tag)).toBe(false);
+  });
+});

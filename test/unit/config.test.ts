@@ -1,0 +1,88 @@
+/** The config file and environment: defaults, merging, and start-stopping errors that name the key. */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadEnv, parseConfigText } from '../../src/config/load.js';
+import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
+
+function configErrorKey(run: () => unknown): string {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof ConfigError) return error.key;
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('config file', () => {
+  it('config/default.yaml shows exactly the built-in defaults', () => {
+    const text = readFileSync('config/default.yaml', 'utf8');
+    expect(parseYaml(text)).toEqual(BUILT_IN_CONFIG);
+    expect(parseConfigText(text, 'config/default.yaml')).toEqual(BUILT_IN_CONFIG);
+  });
+
+  it('an empty file is the defaults', () => {
+    expect(parseConfigText('', 'empty.yaml')).toEqual(BUILT_IN_CONFIG);
+  });
+
+  it('merges an operator file over the defaults key by key', () => {
+    const config = parseConfigText('cache:\n  resources:\n    receipts: { ttl: 5, partition: employee }\nupstream:\n  timeout: 2\n', 'ops.yaml');
+    expect(config.cache.resources.receipts).toEqual({ ttl: 5, partition: 'employee' });
+    expect(config.cache.resources.warehouses).toEqual({ ttl: 300 });
+    expect(config.upstream.timeout).toBe(2);
+    expect(config.upstream.maxConcurrent).toBe(BUILT_IN_CONFIG.upstream.maxConcurrent);
+  });
+
+  it.each([
+    ['an unknown top-level key', 'caches: {}', 'caches'],
+    ['an unknown nested key', 'cache:\n  defaults: { tll: 5 }', 'cache.defaults.tll'],
+    ['an unknown resource', 'cache:\n  resources:\n    widgets: { ttl: 5 }', 'cache.resources.widgets'],
+    ['a negative duration', 'cache:\n  defaults: { ttl: -1 }', 'cache.defaults.ttl'],
+    ['a fractional ttl', 'cache:\n  defaults: { ttl: 1.5 }', 'cache.defaults.ttl'],
+    ['a string where a number goes', 'upstream: { timeout: "10" }', 'upstream.timeout'],
+    ['an unknown partition', 'cache: { partition: tenant }', 'cache.partition'],
+    ['a zero rate', 'rateLimit:\n  perCompany: { points: 0, duration: 60 }', 'rateLimit.perCompany.points'],
+    ['a non-boolean switch', 'upstream: { passthrough: "yes" }', 'upstream.passthrough'],
+    ['an empty claim name', 'auth:\n  claims: { company: "" }', 'auth.claims.company'],
+  ])('%s stops the start, naming %s', (_label, text, key) => {
+    expect(configErrorKey(() => parseConfigText(text, 'ops.yaml'))).toBe(key);
+  });
+
+  it('a file that is not YAML, or not a mapping, names the file', () => {
+    expect(configErrorKey(() => parseConfigText('cache: [', 'ops.yaml'))).toBe('ops.yaml');
+    expect(configErrorKey(() => parseConfigText('- 1\n- 2', 'ops.yaml'))).toBe('ops.yaml');
+  });
+});
+
+describe('environment', () => {
+  it('has the documented defaults', () => {
+    const env = loadEnv({});
+    expect(env).toMatchObject({ port: 8080, host: '0.0.0.0', adminPort: 9090, configFile: 'config/default.yaml', logLevel: 'info' });
+    expect(env.upstreamUrl).toBeUndefined();
+    expect(env.keySource).toBeUndefined();
+  });
+
+  it.each([
+    ['PORT', { PORT: 'eighty' }],
+    ['PORT', { PORT: '70000' }],
+    ['ADMIN_PORT', { ADMIN_PORT: '-1' }],
+    ['UPSTREAM_URL', { UPSTREAM_URL: 'ftp://example.test' }],
+    ['UPSTREAM_URL', { UPSTREAM_URL: 'not a url' }],
+    ['REDIS_URL', { REDIS_URL: 'http://localhost:6379' }],
+    ['REDIS_CLUSTER_NODES', { REDIS_CLUSTER_NODES: 'a:1,b' }],
+    ['LOG_LEVEL', { LOG_LEVEL: 'loud' }],
+    ['JWT_ALGORITHMS', { JWT_ALGORITHMS: 'HS256,none' }],
+    ['JWT_JWKS_URL, JWT_SECRET', { JWT_JWKS_URL: 'https://keys.test/jwks', JWT_SECRET: 's' }],
+    ['JWT_PUBLIC_KEY_FILE', { JWT_PUBLIC_KEY_FILE: '/nonexistent/key.pem' }],
+  ])('a bad %s stops the start, naming it', (key, env) => {
+    expect(configErrorKey(() => loadEnv(env))).toBe(key);
+  });
+
+  it('reads each key source', () => {
+    expect(loadEnv({ JWT_SECRET: 'x'.repeat(32) }).keySource).toEqual({ kind: 'secret', secret: 'x'.repeat(32) });
+    expect(loadEnv({ JWT_JWKS_URL: 'https://keys.test/jwks' }).keySource).toEqual({ kind: 'jwks', url: 'https://keys.test/jwks' });
+    expect(loadEnv({ JWT_PUBLIC_KEY: '-----BEGIN PUBLIC KEY-----' }).keySource).toEqual({ kind: 'public-key', key: '-----BEGIN PUBLIC KEY-----' });
+    expect(loadEnv({ JWT_ALGORITHMS: 'RS256, ES256' }).jwtAlgorithms).toEqual(['RS256', 'ES256']);
+  });
+});

@@ -1,0 +1,40 @@
+/**
+ * No Docker engine runs on the project's machines, so the Dockerfile is checked for what can be
+ * checked: every COPY source exists, stages are named and referenced correctly, the scripts it runs
+ * exist in package.json, and the command it starts is a file the build produces.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+
+const dockerfile = readFileSync('Dockerfile', 'utf8');
+const lines = dockerfile.split('\n').filter((l) => l.trim() !== '' && !l.trim().startsWith('#'));
+const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts;
+
+describe('Dockerfile', () => {
+  const stages = lines.filter((l) => l.startsWith('FROM ')).map((l) => l.split(/\s+AS\s+/i)[1]?.trim());
+
+  it('has a build and a runtime stage', () => {
+    expect(stages).toEqual(['build', 'runtime']);
+  });
+
+  it('copies only files that exist, from stages that exist', () => {
+    for (const line of lines.filter((l) => l.startsWith('COPY '))) {
+      const parts = line.split(/\s+/).slice(1);
+      const from = parts.find((p) => p.startsWith('--from='))?.slice('--from='.length);
+      const sources = parts.filter((p) => !p.startsWith('--')).slice(0, -1);
+      if (from !== undefined) {
+        expect(stages).toContain(from);
+        continue;
+      }
+      for (const source of sources) expect(existsSync(source), source).toBe(true);
+    }
+  });
+
+  it('runs scripts that exist and starts the built entry point', () => {
+    for (const match of dockerfile.matchAll(/npm run (\S+)/g)) expect(scripts[match[1] ?? '']).toBeDefined();
+    const cmd = lines.find((l) => l.startsWith('CMD '));
+    expect(cmd).toBe('CMD ["node", "dist/main.js"]');
+    expect(scripts.start).toBe('node dist/main.js');
+    expect(existsSync('src/main.ts')).toBe(true);
+  });
+});

@@ -1,0 +1,80 @@
+/** The inbound limits' pure parts: header formats, the tighter policy, refusals, the local window. */
+import { describe, expect, it } from 'vitest';
+import { formatPolicyHeader, verdictOf } from '../../src/limits/inbound.js';
+import { LocalWindowLimiter } from '../../src/limits/local-window.js';
+
+const POLICY = formatPolicyHeader({ points: 600, duration: 60 }, { points: 3000, duration: 60 });
+
+describe('RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11)', () => {
+  it('lists both policies', () => {
+    expect(POLICY).toBe('"credential";q=600;w=60, "company";q=3000;w=60');
+  });
+
+  it('reports the tighter policy: fewer left, then the longer wait', () => {
+    const v = verdictOf(
+      [
+        { name: 'credential', points: 600, consumed: 583, msBeforeNext: 41_200 },
+        { name: 'company', points: 3000, consumed: 100, msBeforeNext: 59_000 },
+      ],
+      POLICY,
+    );
+    expect(v).toMatchObject({ allowed: true, rateLimitHeader: '"credential";r=17;t=42', refusedBy: undefined, retryAfterSeconds: 0 });
+    const tie = verdictOf(
+      [
+        { name: 'credential', points: 10, consumed: 5, msBeforeNext: 1_000 },
+        { name: 'company', points: 10, consumed: 5, msBeforeNext: 9_000 },
+      ],
+      POLICY,
+    );
+    expect(tie.rateLimitHeader).toBe('"company";r=5;t=9');
+  });
+
+  it('refuses when a policy is over, waiting for the last exceeded window, in whole seconds rounded up', () => {
+    const one = verdictOf(
+      [
+        { name: 'credential', points: 10, consumed: 11, msBeforeNext: 4_001 },
+        { name: 'company', points: 100, consumed: 50, msBeforeNext: 30_000 },
+      ],
+      POLICY,
+    );
+    expect(one).toMatchObject({ allowed: false, refusedBy: 'credential', retryAfterSeconds: 5, rateLimitHeader: '"credential";r=0;t=5' });
+    const both = verdictOf(
+      [
+        { name: 'credential', points: 10, consumed: 11, msBeforeNext: 4_000 },
+        { name: 'company', points: 100, consumed: 101, msBeforeNext: 30_000 },
+      ],
+      POLICY,
+    );
+    expect(both).toMatchObject({ allowed: false, refusedBy: 'company', retryAfterSeconds: 30 });
+    // A window about to reset still says 1 s, never 0: a client never retries early.
+    const edge = verdictOf(
+      [
+        { name: 'credential', points: 1, consumed: 2, msBeforeNext: 1 },
+        { name: 'company', points: 100, consumed: 2, msBeforeNext: 1 },
+      ],
+      POLICY,
+    );
+    expect(edge.retryAfterSeconds).toBe(1);
+  });
+});
+
+describe('LocalWindowLimiter', () => {
+  it('opens a window on first use and resets it after its duration', () => {
+    let now = 1_000_000;
+    const limiter = new LocalWindowLimiter(10, { now: () => now });
+    expect(limiter.consume('a')).toEqual({ consumed: 1, msBeforeNext: 10_000 });
+    now += 9_999;
+    expect(limiter.consume('a')).toEqual({ consumed: 2, msBeforeNext: 1 });
+    now += 1;
+    expect(limiter.consume('a')).toEqual({ consumed: 1, msBeforeNext: 10_000 });
+    expect(limiter.consume('b')).toEqual({ consumed: 1, msBeforeNext: 10_000 });
+  });
+
+  it('stays bounded in keys', () => {
+    let now = 0;
+    const limiter = new LocalWindowLimiter(1, { maxKeys: 3, now: () => now });
+    for (const key of ['a', 'b', 'c', 'd', 'e']) limiter.consume(key);
+    now += 1_000;
+    for (const key of ['f', 'g', 'h']) expect(limiter.consume(key).consumed).toBe(1);
+  });
+});
