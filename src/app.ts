@@ -3,13 +3,13 @@
  * data plane (canonicalise → authenticate → authorise → validate) → read service (L1 → store →
  * coalesced fill) → upstream; then the Express fallback plane, and the admin plane on its own port.
  */
-import { type Server, createServer } from 'node:http';
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { Logger } from 'pino';
 import { type AccessLists, InMemoryAccessLists } from './auth/access-lists.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import type { KeySourceOptions } from './auth/key-source.js';
 import { createTokenVerifier, tokenDigest } from './auth/verify-token.js';
-import { createAdminApp } from './admin/admin-app.js';
+import { type Phase, createAdminApp } from './admin/admin-app.js';
 import { createSharedControl } from './admin/shared-control.js';
 import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from './cache/coordinator.js';
 import { L1Cache } from './cache/l1.js';
@@ -20,15 +20,20 @@ import { type RedisClient, RedisHealth, createRedisClient } from './cache/redis-
 import { createRedisStore } from './cache/redis-store.js';
 import type { CacheStore } from './cache/store.js';
 import type { FileConfig } from './config/schema.js';
+import { ShuttingDownError } from './errors/proxy-error.js';
 import { answerClientError } from './http/client-error.js';
 import { createDataPlane } from './http/data-plane.js';
 import { createFallbackApp } from './http/fallback-app.js';
 import { closeServer, listenOn } from './http/listen.js';
+import { writeProblem } from './http/problem.js';
+import { requestIdOf } from './http/request-id.js';
 import { CircuitBreaker } from './limits/circuit-breaker.js';
 import { createInboundLimiter } from './limits/inbound.js';
 import { createUpstreamBudget } from './limits/upstream-budget.js';
 import { createUpstreamPause } from './limits/upstream-pause.js';
+import { createHttpLog } from './observability/http-log.js';
 import { createRequestLog } from './observability/logger.js';
+import { type Metrics, createMetrics } from './observability/metrics.js';
 import { createUpstreamClient } from './upstream/client.js';
 import { createReadFetcher } from './upstream/fetch-read.js';
 import { guardFetcher } from './upstream/guarded-fetch.js';
@@ -55,6 +60,8 @@ export interface ProxyAppOptions {
   readonly now?: () => number;
   /** Each background refresh (stale-while-revalidate), settled when it is done. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
+  /** Node's process metrics on `/metrics` (default on). */
+  readonly processMetrics?: boolean;
 }
 
 export interface ListenOptions {
@@ -72,7 +79,28 @@ export interface ProxyApp {
   readonly store: CacheStore;
   readonly reads: ReadService;
   listen(options: ListenOptions): Promise<{ port: number; adminPort: number | undefined }>;
-  close(): Promise<void>;
+  /**
+   * A re-read config file (`SIGHUP`): applies the cache policies at once, and returns the settings
+   * that differ but only take effect on a restart (ports, Redis, limits, upstream, auth).
+   */
+  reload(file: FileConfig): string[];
+  /** Drains (in-flight requests end within `drainMs`, default 10 s), then closes everything. */
+  close(options?: { readonly drainMs?: number }): Promise<void>;
+}
+
+/** Config paths a running replica cannot change; a reload reports them. */
+const RESTART_ONLY = ['cache.keyPrefix', 'cache.memory', 'cache.l1', 'redis', 'rateLimit', 'upstream', 'auth'] as const;
+
+function pick(config: FileConfig, path: string): unknown {
+  let value: unknown = config;
+  for (const part of path.split('.')) value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[part] : undefined;
+  return value;
+}
+
+function refuseWhileDraining(req: IncomingMessage, res: ServerResponse): void {
+  // Closes the connection after this answer, so the client's next request opens one elsewhere.
+  res.shouldKeepAlive = false;
+  writeProblem(res, new ShuttingDownError(), requestIdOf(req), { head: req.method === 'HEAD' });
 }
 
 interface CacheParts {
@@ -90,7 +118,7 @@ interface CacheParts {
 /** How long a start waits for Redis before serving degraded (misses go to the upstream). */
 const REDIS_START_WAIT_MS = 3_000;
 
-function createCache(options: ProxyAppOptions): CacheParts {
+function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   const { config, logger } = options;
   const redis = options.redis;
   if (redis?.url === undefined && (redis?.clusterNodes === undefined || redis.clusterNodes.length === 0)) {
@@ -104,11 +132,14 @@ function createCache(options: ProxyAppOptions): CacheParts {
       close: () => Promise.resolve(),
     };
   }
-  const onError = (error: Error): void => logger.debug({ err: { message: error.message } }, 'redis connection error');
+  const onError = (error: Error): void => {
+    metrics.redisError('cache');
+    logger.debug({ err: { message: error.message } }, 'redis connection error');
+  };
   const connection = { url: redis.url, clusterNodes: redis.clusterNodes, commandTimeoutMs: config.redis.commandTimeoutMs, onError };
   const client: RedisClient = createRedisClient(connection);
   const subscriber: RedisClient = createRedisClient({ ...connection, subscriber: true });
-  const health = new RedisHealth(client);
+  const health = new RedisHealth(client, { onFailure: () => metrics.redisError('cache') });
   const prefix = config.cache.keyPrefix;
   return {
     store: createRedisStore({
@@ -168,7 +199,13 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const passthrough: Passthrough | undefined = config.upstream.passthrough
     ? createPassthrough({ url: options.upstreamUrl, timeoutMs: config.upstream.timeout * 1000, maxSockets: config.upstream.maxConcurrent })
     : undefined;
-  const cache = createCache(options);
+  // Read on each scrape only, once everything below exists.
+  const metrics = createMetrics({
+    circuitState: () => breaker.state,
+    redisUp: options.redis?.url === undefined && (options.redis?.clusterNodes ?? []).length === 0 ? undefined : () => cache.redisState() !== 'down',
+    ...(options.processMetrics === false && { processMetrics: false }),
+  });
+  const cache = createCache(options, metrics);
   await cache.ready();
   const policies = new CachePolicies(config.cache);
   const breaker = new CircuitBreaker({
@@ -197,6 +234,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
             commandTimeoutMs: config.redis.commandTimeoutMs,
           },
     onError: (error) => logger.debug({ err: { message: error instanceof Error ? error.message : String(error) } }, 'upstream budget error'),
+    onRedisFailure: () => metrics.redisError('budget'),
   });
   // Set once the read service exists; a purge announced before that has nothing to forget.
   let forgetter: ReadService | undefined;
@@ -207,7 +245,10 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       if (lists instanceof InMemoryAccessLists) lists.replace(snapshot);
     },
     forgetLocally: (company, resource) => forgetter?.forgetLocally(company, resource),
-    onError: (error) => logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'shared control state unavailable'),
+    onError: (error) => {
+      metrics.redisError('control');
+      logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'shared control state unavailable');
+    },
   });
   const reads = createReadService({
     store: cache.store,
@@ -228,10 +269,12 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       pause,
       budget,
       maxQueueWaitMs: config.upstream.maxQueueWait * 1000,
+      metrics,
       ...(options.now !== undefined && { now: options.now }),
     }),
     // A follower waits about as long as the leader's upstream exchange may take.
     coalesceWaitMs: config.upstream.timeout * 1000 + 1_000,
+    metrics,
     ...(options.now !== undefined && { now: options.now }),
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
@@ -242,7 +285,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     perCompany: config.rateLimit.perCompany,
     replicas: config.rateLimit.replicas,
     // Its own breaker: a slow limit decision must not make the cache skip Redis as well.
-    redis: cache.redis === undefined ? undefined : { ...cache.redis, health: new RedisHealth(cache.redis.client), timeoutMs: config.redis.commandTimeoutMs },
+    redis: cache.redis === undefined ? undefined : { ...cache.redis, health: new RedisHealth(cache.redis.client, { onFailure: () => metrics.redisError('limits') }), timeoutMs: config.redis.commandTimeoutMs },
     ...(options.now !== undefined && { now: options.now }),
   });
 
@@ -254,25 +297,32 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     policy: { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule },
     reads,
     log: createRequestLog(logger),
+    metrics,
     yieldUnknownResources: passthrough !== undefined,
     // The message and the stack's first frames: a library error may carry a payload or a key.
     onDefect: (error) => logger.error({ err: { message: error instanceof Error ? error.message : String(error), stack: error instanceof Error ? error.stack?.split('\n').slice(0, 4).join('\n') : undefined } }, 'defect'),
   });
-  const fallback = createFallbackApp(passthrough?.handler);
+  const fallback = createFallbackApp(passthrough?.handler, createHttpLog(logger));
+  /** Starting until both ports listen; draining from the first step of `close` (DESIGN §8). */
+  let phase: Phase = 'starting';
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
+    // The listener is closed while draining; a request on a kept-alive connection still arrives.
+    if (phase === 'draining') return refuseWhileDraining(req, res);
     if (!dataPlane(req, res)) fallback(req, res);
   });
   server.on('clientError', answerClientError);
 
-  let ready = false;
+  let currentConfig = config;
   const adminServer = createServer(
-    createAdminApp(
-      {
-        ready: () => ready,
+    createAdminApp({
+      readiness: {
+        phase: () => phase,
         components: () => ({ upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`, cache: cache.store.kind, redis: cache.redisState() }),
       },
-      options.adminToken === undefined ? undefined : { token: options.adminToken, config: () => config, policies, reads, control },
-    ),
+      metrics,
+      log: createHttpLog(logger),
+      operator: options.adminToken === undefined ? undefined : { token: options.adminToken, config: () => currentConfig, policies, reads, control },
+    }),
   );
 
   return {
@@ -283,14 +333,25 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     store: cache.store,
     reads,
     async listen(listen) {
-      const port = await listenOn(server, listen.port, listen.host);
+      // The admin port first: an orchestrator's readiness probe sees 503 `starting`, not nothing.
       const adminPort = listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
-      ready = true;
+      const port = await listenOn(server, listen.port, listen.host);
+      phase = 'ready';
       return { port, adminPort };
     },
-    async close() {
-      ready = false;
-      await Promise.all([closeServer(server), closeServer(adminServer)]);
+    reload(file) {
+      // What a running replica can take: the cache policies (run-time overrides stay on top).
+      policies.setConfig(file.cache);
+      const needsRestart = RESTART_ONLY.filter((path) => JSON.stringify(pick(file, path)) !== JSON.stringify(pick(currentConfig, path)));
+      currentConfig = file;
+      return needsRestart;
+    },
+    async close(closeOptions = {}) {
+      // Readiness fails first, then the API port stops accepting and its in-flight requests end
+      // (or are cut at the bound); the admin port goes last, so `/readyz` answers 503 meanwhile.
+      phase = 'draining';
+      await closeServer(server, closeOptions.drainMs);
+      await closeServer(adminServer, 1_000);
       passthrough?.close();
       verifier.close();
       control.close();

@@ -11,7 +11,10 @@ import { createLogger } from './observability/logger.js';
 import { type Sandbox, createSandbox } from './sandbox/server.js';
 
 const KEY_VARIABLES = 'JWT_JWKS_URL, JWT_PUBLIC_KEY, JWT_PUBLIC_KEY_FILE or JWT_SECRET';
+/** In-flight requests get this long to finish after `SIGTERM`; then their connections are cut. */
 const DRAIN_LIMIT_MS = 10_000;
+/** A shutdown that has not finished by then (a hung close) exits with 1 rather than never. */
+const SHUTDOWN_LIMIT_MS = DRAIN_LIMIT_MS + 5_000;
 
 function keysFrom(config: Config): KeySourceOptions | undefined {
   const source = config.env.keySource;
@@ -109,12 +112,32 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'draining');
-    const forced = setTimeout(() => process.exit(1), DRAIN_LIMIT_MS);
-    forced.unref();
-    void Promise.all([app.close(), sandbox?.close()]).then(() => {
+    const forced = setTimeout(() => {
+      logger.error({ signal }, 'shutdown did not finish in time');
       logger.flush();
-      process.exit(0);
-    });
+      process.exit(1);
+    }, SHUTDOWN_LIMIT_MS);
+    forced.unref();
+    void app
+      .close({ drainMs: DRAIN_LIMIT_MS })
+      .then(() => sandbox?.close())
+      .then(() => {
+        logger.info({ signal }, 'stopped');
+        logger.flush();
+        process.exit(0);
+      });
+  };
+  // nginx's reload: the file is read again; a bad one changes nothing and says why.
+  const reload = (): void => {
+    let next: Config;
+    try {
+      next = loadConfig(process.env);
+    } catch (error) {
+      logger.error({ err: { message: error instanceof Error ? error.message : String(error) } }, 'config reload refused; the running settings stay');
+      return;
+    }
+    const needsRestart = app.reload(next.file);
+    logger.info({ configFile: next.env.configFile, needsRestart }, 'config reloaded');
   };
   // A library that leaks a rejected promise (bottleneck's scripts during a Redis outage can) must
   // not stop a proxy that is serving: logged, loudly, instead of Node's default exit.
@@ -123,6 +146,7 @@ async function main(): Promise<void> {
   });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', reload);
 }
 
 main().catch((error: unknown) => {

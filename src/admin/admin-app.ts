@@ -1,5 +1,5 @@
 /**
- * The control plane on `ADMIN_PORT` (DESIGN §8). Liveness and readiness always; with `ADMIN_TOKEN`
+ * The control plane on `ADMIN_PORT` (DESIGN §8). Liveness, readiness and metrics always; with `ADMIN_TOKEN`
  * set, the operator API behind a bearer token compared in constant time: the effective settings,
  * run-time TTL overrides (every replica), and purges (every replica). Bodies are validated and a
  * bad one is a problem+json 400 naming the field.
@@ -13,11 +13,14 @@ import type { FileConfig } from '../config/schema.js';
 import { InternalError, InvalidParameterError, NotFoundError, UnauthenticatedError } from '../errors/proxy-error.js';
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
+import { METRICS_CONTENT_TYPE, type Metrics } from '../observability/metrics.js';
 import { type SharedControl, ttlOverrideSchema } from './shared-control.js';
 
+export type Phase = 'starting' | 'ready' | 'draining';
+
 export interface Readiness {
-  /** False while starting or draining. */
-  ready(): boolean;
+  /** Ready only between the end of the start and the beginning of a drain. */
+  phase(): Phase;
   /** Component states for the body, e.g. `{ upstream: 'ok' }`. */
   components(): Record<string, string>;
 }
@@ -28,6 +31,15 @@ export interface OperatorApi {
   readonly policies: CachePolicies;
   readonly reads: ReadService;
   readonly control: SharedControl;
+}
+
+export interface AdminAppOptions {
+  readonly readiness: Readiness;
+  readonly metrics: Pick<Metrics, 'render'>;
+  /** The operator API; without it only `/healthz`, `/readyz` and `/metrics` exist. */
+  readonly operator?: OperatorApi | undefined;
+  /** The request log middleware (pino-http), first in line. */
+  readonly log?: ((req: Request, res: Response, next: NextFunction) => void) | undefined;
 }
 
 /** How long a `jti` revocation given without the token's `exp` is kept: 30 days. */
@@ -51,18 +63,26 @@ function companyOf(value: unknown): string | undefined {
   return typeof value === 'string' && COMPANY.test(value) ? value : undefined;
 }
 
-export function createAdminApp(readiness: Readiness, operator?: OperatorApi): Express {
+export function createAdminApp(options: AdminAppOptions): Express {
+  const { readiness, metrics, operator } = options;
   const app = express();
   app.disable('x-powered-by');
+  if (options.log !== undefined) app.use(options.log);
   app.get('/healthz', function healthz(_req: Request, res: Response) {
     res.set('cache-control', 'no-store').json({ status: 'ok' });
   });
   app.get('/readyz', function readyz(_req: Request, res: Response) {
-    const ready = readiness.ready();
+    // A degraded component (Redis down, the breaker open) is still 200: the replica serves.
+    const phase = readiness.phase();
     res
-      .status(ready ? 200 : 503)
+      .status(phase === 'ready' ? 200 : 503)
       .set('cache-control', 'no-store')
-      .json({ status: ready ? 'ready' : 'unavailable', ...readiness.components() });
+      .json({ status: phase, ...readiness.components() });
+  });
+
+  app.get('/metrics', async function prometheusMetrics(_req: Request, res: Response) {
+    const text = await metrics.render();
+    res.status(200).set('content-type', METRICS_CONTENT_TYPE).set('cache-control', 'no-store').send(text);
   });
 
   if (operator !== undefined) {

@@ -20,6 +20,7 @@ import type { UpstreamAnswer } from '../upstream/client.js';
 import type { FetchOutcome, ReadFetcher } from '../upstream/fetch-read.js';
 import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
 import { type CacheResult, type CacheStatus, cacheResultOf, formatCacheStatus } from './cache-status.js';
+import type { Metrics } from '../observability/metrics.js';
 import type { FillCoordinator } from './coordinator.js';
 import { type CacheEntry, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
@@ -88,6 +89,7 @@ export interface ReadServiceOptions {
   /** How long a replica waits for another replica's fill before fetching itself, ms. */
   readonly coalesceWaitMs: number;
   readonly now?: () => number;
+  readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup'>;
   /** Background refreshes and their failures, for tests and metrics. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
 }
@@ -102,7 +104,7 @@ function seconds(ms: number): number {
 }
 
 export function createReadService(options: ReadServiceOptions): ReadService {
-  const { store, l1, coordinator, policies, keyPrefix, fetch } = options;
+  const { store, l1, coordinator, policies, keyPrefix, fetch, metrics } = options;
   const now = options.now ?? Date.now;
   /** One fill per key in this process. */
   const inflight = new Map<string, Promise<Fill>>();
@@ -257,7 +259,10 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     serveHot(request) {
       const policy = policies.policyFor(request.read.resource.name);
       const address = cacheAddress(keyPrefix, request.read, request.principal, policy.partition);
-      return hotHit(address, policy);
+      const hot = hotHit(address, policy);
+      // Counted here, where the data plane asks first; `serve` asks again only after a miss.
+      if (l1 !== undefined) metrics?.l1Lookup(hot !== undefined);
+      return hot;
     },
 
     async serve(request) {
@@ -274,6 +279,10 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       const lookup = await store.lookup(address);
       if (lookup.available) l1?.noteGeneration(tag, lookup.generation);
       const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
+      if (metrics !== undefined) {
+        const result = !lookup.available ? 'unavailable' : current === undefined ? 'miss' : now() < current.freshUntil ? 'hit' : 'stale';
+        metrics.storeLookup(result);
+      }
       if (current !== undefined) {
         const at = now();
         if (at < current.freshUntil) {
@@ -297,6 +306,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
         const result = await pending;
         if (result.kind === 'entry') {
           const collapsed = !leader || result.collapsed;
+          if (collapsed) metrics?.coalesced(leader ? 'replicas' : 'process');
           const fwdStatus = result.entry.status;
           return fromEntry(
             result.entry,

@@ -63,12 +63,15 @@ export interface RedisHealthOptions {
   /** How long the store is skipped after a failure, ms (default 500). */
   readonly suspendMs?: number;
   readonly now?: () => number;
+  /** Told of each failure (a command that failed or timed out), for the metrics. */
+  readonly onFailure?: () => void;
 }
 
 export class RedisHealth {
   readonly #client: RedisClient;
   readonly #suspendMs: number;
   readonly #now: () => number;
+  readonly #onFailure: (() => void) | undefined;
   #suspendedUntil = 0;
   #failures = 0;
 
@@ -76,6 +79,7 @@ export class RedisHealth {
     this.#client = client;
     this.#suspendMs = options.suspendMs ?? 500;
     this.#now = options.now ?? Date.now;
+    this.#onFailure = options.onFailure;
   }
 
   /** True when commands may be sent: connected, and not suspended after a recent failure. */
@@ -86,6 +90,7 @@ export class RedisHealth {
   failed(): void {
     this.#failures += 1;
     this.#suspendedUntil = this.#now() + this.#suspendMs;
+    this.#onFailure?.();
   }
 
   get failures(): number {

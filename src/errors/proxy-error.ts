@@ -149,3 +149,10 @@ export class UpstreamTimeoutError extends ProxyError {
     super('The upstream did not answer in time.');
   }
 }
+
+export class ShuttingDownError extends ProxyError {
+  readonly code = 'shutting_down';
+  constructor() {
+    super('This replica is shutting down; retry, another one will answer.', { 'retry-after': '1', connection: 'close' });
+  }
+}

@@ -30,6 +30,7 @@ import {
 } from '../errors/proxy-error.js';
 import type { InboundLimiter, LimitVerdict } from '../limits/inbound.js';
 import type { RequestLog } from '../observability/logger.js';
+import type { LimitPolicy, Metrics } from '../observability/metrics.js';
 import { type ParsedQuery, createCanonicalMemo } from '../request/memo.js';
 import { type Route, resolveRoute } from '../request/route.js';
 import { classifyTarget } from '../request/target.js';
@@ -45,6 +46,7 @@ export interface DataPlaneOptions {
   readonly policy: AuthorizationPolicy;
   readonly reads: ReadService;
   readonly log: RequestLog;
+  readonly metrics?: Pick<Metrics, 'request' | 'rateLimited'>;
   /** With the pass-through on, paths under the prefix that name no resource go to the upstream. */
   readonly yieldUnknownResources: boolean;
   /** Told of every defect (an exception no input should cause), for the logs. */
@@ -66,11 +68,17 @@ interface Exchange {
   limits: LimitVerdict | undefined;
 }
 
+function limitPolicyOf(policy: string): LimitPolicy {
+  return policy === 'company' || policy === 'upstream' ? policy : 'credential';
+}
+
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
-  const { authenticator, limiter, lists, policy, reads, log } = options;
+  const { authenticator, limiter, lists, policy, reads, log, metrics } = options;
   const memo = createCanonicalMemo();
 
   function finish(ex: Exchange, status: number, errorCode: string | undefined, outcome: ReadOutcome | undefined): void {
+    const durationMs = performance.now() - ex.startedAt;
+    metrics?.request(ex.resource, status, outcome?.cacheResult, durationMs / 1000);
     log({
       requestId: ex.requestId,
       method: ex.req.method ?? '',
@@ -82,7 +90,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       subject: ex.principal?.subject,
       cache: outcome?.cacheResult,
       upstreamMs: outcome?.upstreamMs,
-      durationMs: performance.now() - ex.startedAt,
+      durationMs,
     });
   }
 
@@ -91,6 +99,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   }
 
   function fail(ex: Exchange, error: ProxyError): void {
+    if (error instanceof RateLimitedError) metrics?.rateLimited(limitPolicyOf(error.policy));
     writeProblem(ex.res, error, ex.requestId, { head: ex.head, headers: limitHeaders(ex) });
     finish(ex, error.status, error.code, undefined);
   }
@@ -120,6 +129,8 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       finish(ex, 304, undefined, outcome);
       return;
     }
+    // The upstream's own 429, passed on (no stale copy to serve instead).
+    if (outcome.status === 429) metrics?.rateLimited('upstream');
     headers['content-length'] = outcome.body.length;
     ex.res.writeHead(outcome.status, headers);
     ex.res.end(ex.head ? undefined : outcome.body);

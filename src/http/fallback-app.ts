@@ -6,13 +6,16 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { RequestHandler } from 'http-proxy-middleware';
 import { InternalError, NotFoundError } from '../errors/proxy-error.js';
+import type { HttpLog } from '../observability/http-log.js';
 import { writeProblem } from './problem.js';
 import { requestIdOf } from './request-id.js';
 
-export function createFallbackApp(passthrough: RequestHandler | undefined): Express {
+/** `log`: the request line (DESIGN §8); first, so that every answer below gets one. */
+export function createFallbackApp(passthrough: RequestHandler | undefined, log?: HttpLog): Express {
   const app = express();
   app.disable('x-powered-by');
   app.disable('etag');
+  if (log !== undefined) app.use(log);
   if (passthrough !== undefined) app.use(passthrough);
   app.use(function notFound(req: Request, res: Response) {
     writeProblem(res, new NotFoundError(), requestIdOf(req), { head: req.method === 'HEAD' });

@@ -22,6 +22,17 @@ export function problemBody(error: ProxyError, requestId: string): Buffer {
   );
 }
 
+/**
+ * The code of the problem each response answered with, for the Express planes' request log
+ * (pino-http sees only the finished response, not the error). Weak: it goes with the response.
+ */
+const answeredCodes = new WeakMap<ServerResponse, string>();
+
+/** The problem `code` this response was answered with, if it was a problem. */
+export function problemCodeOf(res: ServerResponse): string | undefined {
+  return answeredCodes.get(res);
+}
+
 export function writeProblem(
   res: ServerResponse,
   error: ProxyError,
@@ -37,6 +48,7 @@ export function writeProblem(
     ...options.headers,
     ...error.headers,
   };
+  answeredCodes.set(res, error.code);
   res.writeHead(error.status, headers);
   res.end(options.head === true ? undefined : body);
 }

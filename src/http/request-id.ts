@@ -7,7 +7,21 @@ import type { IncomingMessage } from 'node:http';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/**
+ * The UUIDs handed out, one per request: the request log, the problem body and the
+ * `X-Request-Id` header may each ask, and a fresh UUID for each would leave the log line naming
+ * an id the client never saw. Weak, so an answered request takes its id with it. A client's own
+ * id needs no entry: reading the header again gives the same answer.
+ */
+const generated = new WeakMap<IncomingMessage, string>();
+
 export function requestIdOf(req: IncomingMessage): string {
   const value = req.headers['x-request-id'];
-  return typeof value === 'string' && REQUEST_ID.test(value) ? value : randomUUID();
+  if (typeof value === 'string' && REQUEST_ID.test(value)) return value;
+  let id = generated.get(req);
+  if (id === undefined) {
+    id = randomUUID();
+    generated.set(req, id);
+  }
+  return id;
 }

@@ -42,6 +42,8 @@ export interface UpstreamBudgetOptions {
       }
     | undefined;
   readonly onError?: (error: unknown) => void;
+  /** Told of each failure of bottleneck's own Redis connection, for the metrics. */
+  readonly onRedisFailure?: () => void;
 }
 
 const REFILLS_PER_SECOND = 4;
@@ -132,7 +134,7 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
       timeout: 60_000,
     });
     limiter.on('error', (error: unknown) => options.onError?.(error));
-    return { limiter, connection, health: new RedisHealth(client) };
+    return { limiter, connection, health: new RedisHealth(client, options.onRedisFailure === undefined ? {} : { onFailure: options.onRedisFailure }) };
   }
 
   let clustered = createClustered();

@@ -21,6 +21,8 @@ export type FetchOutcome =
       readonly error: ProxyError;
       /** For `Cache-Status: fwd-status`: the upstream's 5xx, else the status the proxy answers. */
       readonly fwdStatus: number;
+      /** The status the upstream answered with, when it answered at all. */
+      readonly upstreamStatus?: number;
       readonly upstreamMs: number;
     };
 
@@ -57,7 +59,13 @@ export function createReadFetcher(upstream: UpstreamClient): ReadFetcher {
     }
     const verdict = judgeAnswer(read.kind, answer);
     if (verdict.kind === 'bad_gateway') {
-      return { kind: 'failure', error: new BadGatewayError(), fwdStatus: answer.status >= 500 ? answer.status : 502, upstreamMs: answer.elapsedMs };
+      return {
+        kind: 'failure',
+        error: new BadGatewayError(),
+        fwdStatus: answer.status >= 500 ? answer.status : 502,
+        upstreamStatus: answer.status,
+        upstreamMs: answer.elapsedMs,
+      };
     }
     return { kind: 'answer', answer };
   };

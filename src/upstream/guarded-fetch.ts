@@ -11,6 +11,7 @@ import type { CircuitBreaker } from '../limits/circuit-breaker.js';
 import { pauseFromRetryAfter } from '../limits/retry-after.js';
 import type { UpstreamBudget } from '../limits/upstream-budget.js';
 import type { UpstreamPause } from '../limits/upstream-pause.js';
+import type { Metrics } from '../observability/metrics.js';
 import type { FetchOutcome, FetchRequest, ReadFetcher } from './fetch-read.js';
 
 export interface GuardOptions {
@@ -21,6 +22,7 @@ export interface GuardOptions {
   readonly maxQueueWaitMs: number;
   /** Told of every upstream 401: the token the proxy accepted was refused by the system of record. */
   readonly onUpstreamUnauthorized?: (request: FetchRequest) => void;
+  readonly metrics?: Pick<Metrics, 'upstream' | 'upstreamRefused'>;
   readonly now?: () => number;
 }
 
@@ -29,25 +31,33 @@ function seconds(ms: number): number {
 }
 
 export function guardFetcher(fetch: ReadFetcher, options: GuardOptions): ReadFetcher {
-  const { breaker, pause, budget } = options;
+  const { breaker, pause, budget, metrics } = options;
   const now = options.now ?? Date.now;
   return async (request) => {
     const company = request.principal.company;
     const paused = await pause.check(company);
     if (paused.kind === 'paused') {
+      metrics?.upstreamRefused('paused');
       return { kind: 'failure', error: new RateLimitedError(seconds(paused.retryAfterMs), 'upstream'), fwdStatus: 429, upstreamMs: 0 };
     }
     const admitted = breaker.admit();
     if (!admitted.allowed) {
+      metrics?.upstreamRefused('breaker');
       return { kind: 'failure', error: new UpstreamUnavailableError(seconds(admitted.retryAfterMs)), fwdStatus: 503, upstreamMs: 0 };
     }
     const slot = await budget.run(() => fetch(request), options.maxQueueWaitMs);
     if (slot.kind === 'refused') {
       // The upstream's budget is spent for now: not a failure of the upstream, so not the breaker's.
+      metrics?.upstreamRefused('budget');
       if (paused.probe) await pause.resume(company);
       return { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0 };
     }
     const outcome: FetchOutcome = slot.value;
+    if (metrics !== undefined) {
+      const resource = request.read.resource.name;
+      if (outcome.kind === 'failure') metrics.upstream(resource, outcome.upstreamStatus ?? 'error', outcome.upstreamMs / 1000);
+      else metrics.upstream(resource, outcome.answer.status, outcome.answer.elapsedMs / 1000);
+    }
     if (outcome.kind === 'failure') breaker.failure();
     else breaker.success();
     if (outcome.kind === 'answer' && outcome.answer.status === 401) options.onUpstreamUnauthorized?.(request);

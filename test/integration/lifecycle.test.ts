@@ -1,0 +1,124 @@
+/**
+ * Readiness, graceful shutdown and reload (DESIGN §8), on the real entry point (`node
+ * dist/main.js`) with a real Redis and the sandbox over HTTP: `SIGTERM` during slow upstream
+ * requests lets them finish while `/readyz` says 503 and new connections are refused, then exits
+ * 0; a kept-alive connection is closed once answered instead of holding the drain; `SIGHUP`
+ * applies a changed file and keeps the old settings when the new file is bad.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX } from '../../src/catalog/resources.js';
+import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { startProxy, startSandbox } from '../helpers/env.js';
+import { getWithToken, send } from '../helpers/http.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { type Replica, startReplica, until } from '../helpers/replicas.js';
+
+const secret = 'lifecycle tests: a secret of at least thirty-two bytes';
+let sandbox: Sandbox;
+let redis: RedisServer;
+let reader: string;
+
+beforeAll(async () => {
+  sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+  redis = await startRedis();
+  reader = await mintDevToken({ company: 1, subject: 'lifecycle', secret });
+});
+
+afterAll(async () => {
+  await sandbox.close();
+  await redis.stop();
+});
+
+function configFile(yaml: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'slab-lifecycle-')), 'config.yaml');
+  writeFileSync(file, yaml);
+  return file;
+}
+
+async function readyz(replica: Replica): Promise<{ status: number; body: { status?: string; redis?: string } }> {
+  const res = await send(replica.adminUrl, '/readyz');
+  return { status: res.status, body: res.json() as { status?: string; redis?: string } };
+}
+
+describe('SIGTERM', () => {
+  it('lets slow in-flight requests finish, answers /readyz 503 and refuses new connections meanwhile, then exits 0', async () => {
+    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: configFile('{}\n') });
+    expect(await readyz(replica)).toMatchObject({ status: 200, body: { status: 'ready', redis: 'ok' } });
+    sandbox.faults.set({ latencyMs: 1_200, resource: 'receipts' });
+    const inFlightBefore = sandbox.stats().inFlight;
+    const slow = [31, 32, 33].map((n) => getWithToken(replica.url, `${API_PREFIX}/receipts?per_page=${String(n)}`, reader));
+    await until(() => sandbox.stats().inFlight >= inFlightBefore + 3, 'the slow requests to reach the upstream');
+
+    replica.process.child.kill('SIGTERM');
+    await until(async () => (await readyz(replica)).status === 503, '/readyz to answer 503');
+    expect((await readyz(replica)).body.status).toBe('draining');
+    // The API port no longer accepts connections.
+    const refused = await send(replica.url, `${API_PREFIX}/receipts?per_page=2`, { headers: [['authorization', `Bearer ${reader}`]] }).then(
+      () => 'answered',
+      (error: unknown) => (typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'error'),
+    );
+    expect(refused).toBe('ECONNREFUSED');
+
+    const answers = await Promise.all(slow);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(await replica.process.exited).toBe(0);
+    sandbox.faults.clear();
+    expect(replica.process.stdout()).toContain('"msg":"stopped"');
+  });
+
+  it('closes a kept-alive connection once its request in flight is answered: the drain does not wait for the client', async () => {
+    const proxy = await startProxy({ upstreamUrl: sandbox.url, keys: { kind: 'secret', secret } });
+    sandbox.faults.set({ latencyMs: 300, resource: 'remnants' });
+    const { port } = new URL(proxy.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+    });
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    const inFlightBefore = sandbox.stats().inFlight;
+    // A keep-alive request (HTTP/1.1's default): the client would keep the connection for more.
+    socket.write(`GET ${API_PREFIX}/remnants?per_page=5 HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer ${reader}\r\n\r\n`);
+    await until(() => sandbox.stats().inFlight > inFlightBefore, 'the request to reach the upstream');
+    // A drain bound far past this test's timeout: only closing the connection ends the drain.
+    await proxy.app.close({ drainMs: 600_000 });
+    await closed;
+    sandbox.faults.clear();
+    expect([...received.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]))).toEqual([200]);
+  });
+});
+
+describe('SIGHUP', () => {
+  it('applies a changed config file, and keeps the running settings when the new file is bad', async () => {
+    const file = configFile('cache:\n  resources:\n    warehouses: { ttl: 30 }\n');
+    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: file });
+    try {
+      const target = `${API_PREFIX}/warehouses`;
+      const first = await getWithToken(replica.url, target, reader);
+      expect(first.headers['cache-control']).toMatch(/^private, max-age=(29|30)$/);
+
+      writeFileSync(file, 'cache:\n  resources:\n    warehouses: { ttl: 90 }\nrateLimit:\n  replicas: 3\n');
+      replica.process.child.kill('SIGHUP');
+      await replica.process.waitFor(/"msg":"config reloaded"/);
+      expect(replica.process.stdout()).toMatch(/"needsRestart":\["rateLimit"\]/);
+      // The page cached under the old ttl is fresh for the new one too (freshness is read at serve time).
+      const reloaded = await getWithToken(replica.url, target, reader);
+      expect(reloaded.headers['cache-control']).toMatch(/^private, max-age=(89|90)$/);
+
+      writeFileSync(file, 'cache:\n  resources:\n    warehouses: { ttl: "soon" }\n');
+      replica.process.child.kill('SIGHUP');
+      await replica.process.waitFor(/"msg":"config reload refused; the running settings stay"/);
+      const kept = await getWithToken(replica.url, target, reader);
+      expect(kept.headers['cache-control']).toMatch(/^private, max-age=(8\d|90)$/);
+      expect((await readyz(replica)).status).toBe(200);
+    } finally {
+      replica.process.child.kill('SIGTERM');
+      expect(await replica.process.exited).toBe(0);
+    }
+  });
+});
