@@ -69,6 +69,8 @@ export interface ListenOptions {
   readonly host: string;
   /** Omit to run without the admin plane (tests of the data plane alone). */
   readonly adminPort?: number;
+  /** Told as soon as the admin port listens, before the start is over. */
+  readonly onAdminListening?: (port: number) => void;
 }
 
 export interface ProxyApp {
@@ -206,7 +208,6 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     ...(options.processMetrics === false && { processMetrics: false }),
   });
   const cache = createCache(options, metrics);
-  await cache.ready();
   const policies = new CachePolicies(config.cache);
   const breaker = new CircuitBreaker({
     failures: config.upstream.breaker.failures,
@@ -238,7 +239,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   });
   // Set once the read service exists; a purge announced before that has nothing to forget.
   let forgetter: ReadService | undefined;
-  const control = await createSharedControl({
+  const control = createSharedControl({
     redis: cache.redis,
     applyOverrides: (overrides) => policies.setOverrides(overrides),
     applyLists: (snapshot) => {
@@ -263,7 +264,9 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           principal.tokenId === undefined
             ? control.revokeDigest(tokenDigest(token), principal.expiresAt)
             : control.revokeTokenId(principal.tokenId, principal.expiresAt);
-        revoked.catch((error: unknown) => logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'revocation not shared'));
+        void revoked.then((shared) => {
+          if (!shared) logger.warn('an upstream-refused token is revoked on this replica only: Redis is unavailable');
+        });
       },
       breaker,
       pause,
@@ -333,8 +336,12 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     store: cache.store,
     reads,
     async listen(listen) {
-      // The admin port first: an orchestrator's readiness probe sees 503 `starting`, not nothing.
+      // The admin port first: an orchestrator's readiness probe sees 503 `starting`, not nothing,
+      // while the start waits (boundedly) for Redis and reads the shared operator state.
       const adminPort = listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
+      if (adminPort !== undefined) listen.onAdminListening?.(adminPort);
+      await cache.ready();
+      await control.resync();
       const port = await listenOn(server, listen.port, listen.host);
       phase = 'ready';
       return { port, adminPort };

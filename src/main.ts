@@ -69,7 +69,12 @@ async function main(): Promise<void> {
   }
   let ports;
   try {
-    ports = await app.listen({ port: config.env.port, host: config.env.host, adminPort: config.env.adminPort });
+    ports = await app.listen({
+      port: config.env.port,
+      host: config.env.host,
+      adminPort: config.env.adminPort,
+      onAdminListening: (adminPort) => logger.info({ adminPort }, 'admin port listening; starting'),
+    });
   } catch (error) {
     const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
     fail(code === 'EADDRINUSE' ? `a port is already in use: set PORT (${config.env.port}) or ADMIN_PORT (${config.env.adminPort})` : `cannot listen: ${String(error)}`);

@@ -10,7 +10,7 @@ import { RESOURCE_NAMES, isResourceName } from '../catalog/resources.js';
 import type { CachePolicies } from '../cache/policy.js';
 import type { ReadService } from '../cache/read-service.js';
 import type { FileConfig } from '../config/schema.js';
-import { InternalError, InvalidParameterError, NotFoundError, UnauthenticatedError } from '../errors/proxy-error.js';
+import { InternalError, InvalidParameterError, NotFoundError, SharedStateUnavailableError, UnauthenticatedError } from '../errors/proxy-error.js';
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../observability/metrics.js';
@@ -113,14 +113,14 @@ export function createAdminApp(options: AdminAppOptions): Express {
         const field = issue?.code === 'unrecognized_keys' ? (issue.keys[0] ?? 'body') : (issue?.path.map(String).join('.') ?? 'body');
         return problem(req, res, new InvalidParameterError(field === '' ? 'body' : field, 'Give whole seconds for ttl, staleWhileRevalidate, staleIfError or notFoundTtl.'));
       }
-      await operator.control.setOverride(resource, parsed.data);
+      if (!(await operator.control.setOverride(resource, parsed.data))) return problem(req, res, new SharedStateUnavailableError());
       res.set('cache-control', 'no-store').json({ resource, override: parsed.data, effective: operator.policies.policyFor(resource) });
     });
 
     app.delete('/admin/cache/ttl/:resource', async function deleteTtl(req: Request, res: Response) {
       const resource = String(req.params.resource);
       if (!isResourceName(resource)) return problem(req, res, new NotFoundError('No such resource.'));
-      await operator.control.deleteOverride(resource);
+      if (!(await operator.control.deleteOverride(resource))) return problem(req, res, new SharedStateUnavailableError());
       res.status(204).end();
     });
 
@@ -132,9 +132,11 @@ export function createAdminApp(options: AdminAppOptions): Express {
       if (company === undefined) return problem(req, res, new InvalidParameterError('company_id', 'A positive integer or 1-64 characters of A-Z a-z 0-9 _ -.'));
       const resource = fields.resource;
       if (resource !== undefined && (typeof resource !== 'string' || !isResourceName(resource))) return problem(req, res, new NotFoundError('No such resource.'));
+      // Without the store's new generation the other replicas keep serving: not a success.
       const stored = await operator.reads.purge(company, resource);
-      await operator.control.announcePurge(company, resource);
-      res.set('cache-control', 'no-store').json({ company_id: company, resource: resource ?? null, purged: true, store: stored ? 'ok' : 'unavailable' });
+      const announced = await operator.control.announcePurge(company, resource);
+      if (!stored || !announced) return problem(req, res, new SharedStateUnavailableError());
+      res.set('cache-control', 'no-store').json({ company_id: company, resource: resource ?? null, purged: true });
     });
 
     app.post('/admin/revocations', async function revoke(req: Request, res: Response) {
@@ -148,11 +150,11 @@ export function createAdminApp(options: AdminAppOptions): Express {
         if (typeof jti !== 'string' || jti === '' || jti.length > 256) return problem(req, res, new InvalidParameterError('jti', 'A token id (1-256 characters).'));
         // Kept until the token's exp; without one, for the longest a token may reasonably live.
         const until = exp ?? Math.floor(Date.now() / 1000) + DEFAULT_REVOCATION_SECONDS;
-        await operator.control.revokeTokenId(jti, until);
+        if (!(await operator.control.revokeTokenId(jti, until))) return problem(req, res, new SharedStateUnavailableError());
         return void res.status(201).set('cache-control', 'no-store').json({ jti, until });
       }
       if (typeof sub !== 'string' || sub === '' || sub.length > 256) return problem(req, res, new InvalidParameterError('sub', 'A subject (1-256 characters).'));
-      await operator.control.revokeSubject(sub);
+      if (!(await operator.control.revokeSubject(sub))) return problem(req, res, new SharedStateUnavailableError());
       res.status(201).set('cache-control', 'no-store').json({ sub });
     });
 
@@ -160,7 +162,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
       async function setCompanyBlock(req: Request, res: Response): Promise<void> {
         const company = companyOf(String(req.params.company));
         if (company === undefined) return problem(req, res, new InvalidParameterError('company', 'A company id.'));
-        await operator.control.blockCompany(company, blocked);
+        if (!(await operator.control.blockCompany(company, blocked))) return problem(req, res, new SharedStateUnavailableError());
         res.status(blocked ? 200 : 204).set('cache-control', 'no-store');
         if (blocked) res.json({ company_id: company, blocked });
         else res.end();
@@ -174,7 +176,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
         const employee = companyOf(String(req.params.employee)); // the same grammar (DESIGN §5)
         if (company === undefined) return problem(req, res, new InvalidParameterError('company', 'A company id.'));
         if (employee === undefined) return problem(req, res, new InvalidParameterError('employee', 'An employee id.'));
-        await operator.control.blockEmployee(company, employee, blocked);
+        if (!(await operator.control.blockEmployee(company, employee, blocked))) return problem(req, res, new SharedStateUnavailableError());
         res.status(blocked ? 200 : 204).set('cache-control', 'no-store');
         if (blocked) res.json({ company_id: company, employee_id: employee, blocked });
         else res.end();

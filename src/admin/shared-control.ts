@@ -35,20 +35,25 @@ export interface SharedControlOptions {
   readonly onError?: (error: unknown) => void;
 }
 
+/**
+ * Every change applies on this replica at once, whatever Redis does, and resolves `true` once it
+ * is stored and announced for the others (or there are no others: no Redis), `false` when Redis
+ * failed: the operator must then hear that the other replicas did not get it. Never rejects.
+ */
 export interface SharedControl {
   overrides(): PolicyOverrides;
-  setOverride(resource: ResourceName, override: TtlOverride): Promise<void>;
+  setOverride(resource: ResourceName, override: TtlOverride): Promise<boolean>;
   deleteOverride(resource: ResourceName): Promise<boolean>;
   /** Tells the other replicas that a group was purged (the store's generation already changed). */
-  announcePurge(company: string, resource: ResourceName | undefined): Promise<void>;
+  announcePurge(company: string, resource: ResourceName | undefined): Promise<boolean>;
   /** Revocations: a `jti` or a token digest until the token's `exp` (seconds), or a `sub`. */
-  revokeTokenId(jti: string, expiresAt: number): Promise<void>;
-  revokeDigest(digest: string, expiresAt: number): Promise<void>;
-  revokeSubject(sub: string): Promise<void>;
-  blockCompany(company: string, blocked: boolean): Promise<void>;
-  blockEmployee(company: string, employee: string, blocked: boolean): Promise<void>;
+  revokeTokenId(jti: string, expiresAt: number): Promise<boolean>;
+  revokeDigest(digest: string, expiresAt: number): Promise<boolean>;
+  revokeSubject(sub: string): Promise<boolean>;
+  blockCompany(company: string, blocked: boolean): Promise<boolean>;
+  blockEmployee(company: string, employee: string, blocked: boolean): Promise<boolean>;
   lists(): AccessSnapshot;
-  /** Re-reads the shared state now. */
+  /** Re-reads the shared state now (and first at start, before the replica serves). */
   resync(): Promise<void>;
   close(): void;
 }
@@ -58,7 +63,7 @@ const TTL = 'ttl';
 const LISTS = 'lists';
 const EMPTY_LISTS: AccessSnapshot = { tokenIds: {}, digests: {}, subjects: [], companies: [], employees: [] };
 
-export async function createSharedControl(options: SharedControlOptions): Promise<SharedControl> {
+export function createSharedControl(options: SharedControlOptions): SharedControl {
   const redis = options.redis;
   let current: PolicyOverrides = {};
   let lists: AccessSnapshot = EMPTY_LISTS;
@@ -128,67 +133,65 @@ export async function createSharedControl(options: SharedControlOptions): Promis
       }
     });
     redis.subscriber.subscribe(channel).catch((error: unknown) => options.onError?.(error));
-    await Promise.all([resync(), resyncLists()]);
   }
+  // The first read is the caller's `resync()`, once Redis is connected (the start waits for it).
   const timer = redis === undefined ? undefined : setInterval(() => void Promise.all([resync(), resyncLists()]), options.resyncMs ?? 5_000);
   timer?.unref();
 
-  async function publish(message: string): Promise<void> {
-    if (redis === undefined) return;
-    await redis.client.publish(channel, message);
+  /** Stores a change and announces it; `false` (logged) when Redis failed. */
+  async function share(write: ((client: RedisClient) => Promise<unknown>) | undefined, message: string): Promise<boolean> {
+    if (redis === undefined) return true;
+    try {
+      if (write !== undefined) await write(redis.client);
+      await redis.client.publish(channel, message);
+      return true;
+    } catch (error) {
+      options.onError?.(error);
+      return false;
+    }
   }
 
-  /** Writes to Redis and tells every replica; applies here at once either way. */
-  async function changeLists(write: (client: RedisClient) => Promise<unknown>, local: AccessSnapshot): Promise<void> {
+  /** Applies here at once, then writes to Redis and tells every replica. */
+  function changeLists(write: (client: RedisClient) => Promise<unknown>, local: AccessSnapshot): Promise<boolean> {
     applyLists(local);
-    if (redis === undefined) return;
-    await write(redis.client);
-    await publish(LISTS);
+    return share(write, LISTS);
   }
 
   const without = (items: readonly string[], item: string): string[] => items.filter((i) => i !== item);
 
   return {
     lists: () => lists,
-    async revokeTokenId(jti, expiresAt) {
-      await changeLists((c) => c.hset(keys.tokenIds, jti, String(expiresAt)), { ...lists, tokenIds: { ...lists.tokenIds, [jti]: expiresAt } });
+    revokeTokenId(jti, expiresAt) {
+      return changeLists((c) => c.hset(keys.tokenIds, jti, String(expiresAt)), { ...lists, tokenIds: { ...lists.tokenIds, [jti]: expiresAt } });
     },
-    async revokeDigest(digest, expiresAt) {
-      await changeLists((c) => c.hset(keys.digests, digest, String(expiresAt)), { ...lists, digests: { ...lists.digests, [digest]: expiresAt } });
+    revokeDigest(digest, expiresAt) {
+      return changeLists((c) => c.hset(keys.digests, digest, String(expiresAt)), { ...lists, digests: { ...lists.digests, [digest]: expiresAt } });
     },
-    async revokeSubject(sub) {
-      await changeLists((c) => c.sadd(keys.subjects, sub), { ...lists, subjects: [...without(lists.subjects, sub), sub] });
+    revokeSubject(sub) {
+      return changeLists((c) => c.sadd(keys.subjects, sub), { ...lists, subjects: [...without(lists.subjects, sub), sub] });
     },
-    async blockCompany(company, blocked) {
+    blockCompany(company, blocked) {
       const companies = blocked ? [...without(lists.companies, company), company] : without(lists.companies, company);
-      await changeLists((c) => (blocked ? c.sadd(keys.companies, company) : c.srem(keys.companies, company)), { ...lists, companies });
+      return changeLists((c) => (blocked ? c.sadd(keys.companies, company) : c.srem(keys.companies, company)), { ...lists, companies });
     },
-    async blockEmployee(company, employee, blocked) {
+    blockEmployee(company, employee, blocked) {
       const id = `${company}/${employee}`;
       const employees = blocked ? [...without(lists.employees, id), id] : without(lists.employees, id);
-      await changeLists((c) => (blocked ? c.sadd(keys.employees, id) : c.srem(keys.employees, id)), { ...lists, employees });
+      return changeLists((c) => (blocked ? c.sadd(keys.employees, id) : c.srem(keys.employees, id)), { ...lists, employees });
     },
     overrides: () => current,
-    async setOverride(resource, override) {
-      if (redis !== undefined) {
-        await redis.client.hset(hashKey, resource, JSON.stringify(override));
-        await publish(TTL);
-      }
+    setOverride(resource, override) {
       apply({ ...current, [resource]: override });
+      return share((c) => c.hset(hashKey, resource, JSON.stringify(override)), TTL);
     },
-    async deleteOverride(resource) {
-      const existed = current[resource] !== undefined;
-      if (redis !== undefined) {
-        await redis.client.hdel(hashKey, resource);
-        await publish(TTL);
-      }
+    deleteOverride(resource) {
       const next = { ...current };
       delete next[resource];
       apply(next);
-      return existed;
+      return share((c) => c.hdel(hashKey, resource), TTL);
     },
-    async announcePurge(company, resource) {
-      await publish(`${PURGE}${company} ${resource ?? '*'}`);
+    announcePurge(company, resource) {
+      return share(undefined, `${PURGE}${company} ${resource ?? '*'}`);
     },
     async resync() {
       await Promise.all([resync(), resyncLists()]);

@@ -156,3 +156,10 @@ export class ShuttingDownError extends ProxyError {
     super('This replica is shutting down; retry, another one will answer.', { 'retry-after': '1', connection: 'close' });
   }
 }
+
+export class SharedStateUnavailableError extends ProxyError {
+  readonly code = 'shared_state_unavailable';
+  constructor() {
+    super('The change applies on this replica, but Redis could not take it to the others: retry once Redis is back.', { 'retry-after': '1' });
+  }
+}

@@ -16,6 +16,8 @@ export const ERROR_REGISTRY = {
   bad_gateway: { status: 502, title: 'Bad gateway' },
   upstream_unavailable: { status: 503, title: 'Upstream unavailable' },
   upstream_timeout: { status: 504, title: 'Upstream timeout' },
+  /** Admin API: a change applied on this replica that Redis could not take to the others. */
+  shared_state_unavailable: { status: 503, title: 'Shared state unavailable' },
   /** A request that reached a replica draining for shutdown (on a kept-alive connection). */
   shutting_down: { status: 503, title: 'Shutting down' },
 } as const satisfies Record<string, { status: number; title: string }>;

@@ -134,6 +134,9 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
       timeout: 60_000,
     });
     limiter.on('error', (error: unknown) => options.onError?.(error));
+    // Bottleneck's start-up (its `init` and `register_client` scripts) is a promise that only its
+    // later calls await: if Redis fails before one comes, the rejection would go unhandled.
+    limiter.ready().catch((error: unknown) => options.onError?.(error));
     return { limiter, connection, health: new RedisHealth(client, options.onRedisFailure === undefined ? {} : { onFailure: options.onRedisFailure }) };
   }
 

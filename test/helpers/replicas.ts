@@ -36,6 +36,7 @@ export interface ReplicaEnv {
   readonly REDIS_URL: string;
   readonly JWT_SECRET: string;
   readonly CONFIG_FILE?: string;
+  readonly ADMIN_TOKEN?: string;
 }
 
 /** Starts a replica on free ports and waits until it serves with Redis connected. */
@@ -48,9 +49,15 @@ export async function startReplica(env: ReplicaEnv): Promise<Replica> {
   return replica;
 }
 
-/** Starts `count` replicas sharing one config file (YAML over the defaults). */
-export async function startReplicas(count: number, env: Omit<ReplicaEnv, 'CONFIG_FILE'>, configYaml: string): Promise<Replica[]> {
+/** Writes a config file (YAML over the defaults) for replicas; returns its path. */
+export function replicaConfig(configYaml: string): string {
   const configFile = join(mkdtempSync(join(tmpdir(), 'slab-replicas-')), 'config.yaml');
   writeFileSync(configFile, configYaml);
+  return configFile;
+}
+
+/** Starts `count` replicas sharing one config file. */
+export async function startReplicas(count: number, env: Omit<ReplicaEnv, 'CONFIG_FILE'>, configYaml: string): Promise<Replica[]> {
+  const configFile = replicaConfig(configYaml);
   return Promise.all(Array.from({ length: count }, () => startReplica({ ...env, CONFIG_FILE: configFile })));
 }

@@ -1,7 +1,9 @@
 /**
- * The operator API (DESIGN §8) so far: admin authentication, validated bodies, and run-time TTL
- * overrides and purges that take effect on every replica within a second (two proxies on one real
- * Redis), pages already cached included; a replica started later sees the overrides.
+ * The operator API (DESIGN §8): admin authentication, validated bodies, and run-time TTL
+ * overrides, purges, revocations and blocks that take effect on every replica within a second,
+ * pages already cached included; a replica started later sees them. Two proxy apps in one
+ * process (with an injected clock) and two proxy processes (`node dist/main.js`), each pair on
+ * one real Redis; and what a change does while Redis is down.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
@@ -11,7 +13,8 @@ import { createProxyApp } from '../../src/app.js';
 import { DEV_KEYS, type ProxyHandle, configWith, startProxy, startSandbox } from '../helpers/env.js';
 import { type RawResponse, getWithToken, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { until } from '../helpers/replicas.js';
+import { type Replica, type ReplicaEnv, replicaConfig, startReplica, startReplicas, until } from '../helpers/replicas.js';
+import { mintDevToken } from '../../src/dev/dev-credentials.js';
 import { token } from '../helpers/tokens.js';
 
 const ADMIN = 'an admin token for the tests';
@@ -208,7 +211,7 @@ describe('run-time settings on every replica (Redis)', () => {
     expect(cacheStatus(await getWithToken(two.url, target, bearer))).toMatch(/^slab-proxy; hit/); // in its L1 now
     const purged = await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'remnants' });
     expect(purged.status).toBe(200);
-    expect(purged.json()).toMatchObject({ company_id: '1', resource: 'remnants', purged: true, store: 'ok' });
+    expect(purged.json()).toMatchObject({ company_id: '1', resource: 'remnants', purged: true });
     const started = Date.now();
     await until(async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to miss after the purge', 1_000);
     expect(Date.now() - started).toBeLessThan(1_000);
@@ -217,5 +220,135 @@ describe('run-time settings on every replica (Redis)', () => {
     await getWithToken(two.url, target, other);
     await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1 });
     expect(cacheStatus(await getWithToken(two.url, target, other))).toMatch(/^slab-proxy; hit/);
+  });
+});
+
+describe('with Redis down', () => {
+  let redis: RedisServer;
+  let sandbox: Sandbox;
+  let proxy: ProxyHandle;
+  beforeAll(async () => {
+    redis = await startRedis();
+    sandbox = await startSandbox();
+    proxy = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN });
+    await redis.kill();
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await sandbox.close();
+    await redis.stop();
+  });
+
+  it('applies each change on this replica and answers 503 shared_state_unavailable (never a 500): the others did not get it', async () => {
+    const unshared = async (res: Promise<RawResponse>): Promise<void> => {
+      const answer = await res;
+      expect(answer.status).toBe(503);
+      expect(answer.json()).toMatchObject({ code: 'shared_state_unavailable' });
+      expect(answer.headers['retry-after']).toBe('1');
+    };
+    await unshared(admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/receipts', { ttl: 3 }));
+    const config = (await admin(proxy.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number }> } };
+    expect(config.cache.effective.receipts?.ttl).toBe(3);
+    await unshared(admin(proxy.adminUrl, 'DELETE', '/admin/cache/ttl/receipts'));
+
+    const leaked = await token({ subject: 'leaked-while-redis-down' });
+    expect((await getWithToken(proxy.url, `${P}/receipts?per_page=2`, leaked)).status).toBe(200);
+    await unshared(admin(proxy.adminUrl, 'POST', '/admin/revocations', { sub: 'leaked-while-redis-down' }));
+    expect((await getWithToken(proxy.url, `${P}/receipts?per_page=2`, leaked)).status).toBe(401);
+
+    await unshared(admin(proxy.adminUrl, 'PUT', '/admin/blocks/companies/5'));
+    expect((await getWithToken(proxy.url, `${P}/receipts?per_page=2`, await token({ company: 5 }))).status).toBe(403);
+    await unshared(admin(proxy.adminUrl, 'PUT', '/admin/blocks/employees/1/4'));
+    await unshared(admin(proxy.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1 }));
+  });
+});
+
+describe('two proxy processes sharing Redis', () => {
+  const secret = 'admin across processes: a secret of at least thirty-two bytes';
+  let redis: RedisServer;
+  let sandbox: Sandbox;
+  let replicas: Replica[] = [];
+  let env: Omit<ReplicaEnv, 'CONFIG_FILE'>;
+  const config = 'cache:\n  defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 }\n';
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+    env = { UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, ADMIN_TOKEN: ADMIN };
+    replicas = await startReplicas(2, env, config);
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+    await sandbox.close();
+    await redis.stop();
+  });
+
+  const reader = (claims: { company?: number; subject?: string; tokenId?: string } = {}): Promise<string> =>
+    mintDevToken({ company: claims.company ?? 1, secret, ...(claims.subject !== undefined && { subject: claims.subject }), ...(claims.tokenId !== undefined && { tokenId: claims.tokenId }) });
+
+  /** Replica 2 holds the page: fetched once, then a hit. */
+  async function held(replica: Replica, target: string, bearer: string): Promise<void> {
+    await getWithToken(replica.url, target, bearer);
+    expect(cacheStatus(await getWithToken(replica.url, target, bearer))).toMatch(/^slab-proxy; hit/);
+  }
+
+  /** Waits at most a second for replica 2 to show the change, and says how long it took. */
+  async function withinASecond(condition: () => Promise<boolean>, what: string): Promise<void> {
+    const started = Date.now();
+    await until(condition, what, 1_000);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  }
+
+  it('a TTL override made through replica 1 applies on replica 2 within a second, to a page it holds; a replica started later has it', async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    const bearer = await reader();
+    const target = `${P}/receipts?per_page=11`;
+    await held(two, target, bearer);
+    expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/receipts', { ttl: 600 })).status).toBe(200);
+    // Still a hit (the same cached page), now fresh for the new ttl.
+    await withinASecond(async () => /^slab-proxy; hit; ttl=59\d$/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to apply the override');
+    const late = await startReplica({ ...env, CONFIG_FILE: replicaConfig(config) });
+    try {
+      const effective = (await admin(late.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number; override?: unknown }> } };
+      expect(effective.cache.effective.receipts).toMatchObject({ ttl: 600, override: { ttl: 600 } });
+      expect(cacheStatus(await getWithToken(late.url, target, bearer))).toMatch(/^slab-proxy; hit; ttl=59\d$/);
+    } finally {
+      await late.process.stop('SIGKILL');
+    }
+    expect((await admin(one.adminUrl, 'DELETE', '/admin/cache/ttl/receipts')).status).toBe(204);
+    await withinASecond(async () => /^slab-proxy; hit; ttl=(2\d|30)$/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to drop the override');
+  });
+
+  it('a purge made through replica 1 makes the next request on replica 2 a miss within a second, its in-process copy included', async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    const bearer = await reader();
+    const target = `${P}/remnants?per_page=12`;
+    await held(two, target, bearer);
+    expect((await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'remnants' })).status).toBe(200);
+    await withinASecond(async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to miss after the purge');
+  });
+
+  it('a revocation made through replica 1 refuses the token on replica 2 within a second, on a page it holds', async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    const revoked = await reader({ subject: 'processes-revoked', tokenId: 'processes-jti' });
+    const other = await reader({ subject: 'processes-other' });
+    const target = `${P}/stocktakes?per_page=13`;
+    await held(two, target, revoked);
+    expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'processes-jti' })).status).toBe(201);
+    await withinASecond(async () => (await getWithToken(two.url, target, revoked)).status === 401, 'replica 2 to refuse the revoked token');
+    expect((await getWithToken(two.url, target, revoked)).json()).toMatchObject({ code: 'unauthenticated' });
+    expect((await getWithToken(two.url, target, other)).status).toBe(200);
+  });
+
+  it('a company block made through replica 1 answers 403 company on replica 2 within a second, on a page it holds, and lifts', async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    const blocked = await reader({ company: 6 });
+    const target = `${P}/fulfilments?per_page=14`;
+    await held(two, target, blocked);
+    expect((await admin(one.adminUrl, 'PUT', '/admin/blocks/companies/6')).status).toBe(200);
+    await withinASecond(async () => (await getWithToken(two.url, target, blocked)).status === 403, 'replica 2 to block the company');
+    expect((await getWithToken(two.url, target, blocked)).json()).toMatchObject({ code: 'forbidden', reason: 'company' });
+    expect((await admin(one.adminUrl, 'DELETE', '/admin/blocks/companies/6')).status).toBe(204);
+    await withinASecond(async () => (await getWithToken(two.url, target, blocked)).status === 200, 'replica 2 to lift the block');
   });
 });

@@ -12,10 +12,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { freePort } from '../../src/dev/free-port.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { runNode } from '../helpers/process.js';
 import { type Replica, startReplica, until } from '../helpers/replicas.js';
 
 const secret = 'lifecycle tests: a secret of at least thirty-two bytes';
@@ -44,6 +46,30 @@ async function readyz(replica: Replica): Promise<{ status: number; body: { statu
   const res = await send(replica.adminUrl, '/readyz');
   return { status: res.status, body: res.json() as { status?: string; redis?: string } };
 }
+
+describe('readiness', () => {
+  it('answers 503 starting while the start waits for Redis, then 200 with Redis down: degraded still serves', async () => {
+    // Nothing listens there: the start waits its bound (3 s) for Redis, then serves without it.
+    const deadRedis = `redis://127.0.0.1:${String(await freePort())}`;
+    const child = runNode('dist/main.js', { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, REDIS_URL: deadRedis });
+    try {
+      const [, adminPort = ''] = await child.waitFor(/"adminPort":(\d+),"msg":"admin port listening; starting"/);
+      const admin = `http://127.0.0.1:${adminPort}`;
+      const starting = await send(admin, '/readyz');
+      expect(starting.status).toBe(503);
+      expect(starting.json()).toMatchObject({ status: 'starting' });
+      expect((await send(admin, '/healthz')).status).toBe(200);
+      const [, port = ''] = await child.waitFor(/"port":(\d+),"adminPort":\d+/);
+      const ready = await send(admin, '/readyz');
+      expect(ready.status).toBe(200);
+      expect(ready.json()).toMatchObject({ status: 'ready', redis: 'down', upstream: 'ok' });
+      expect((await getWithToken(`http://127.0.0.1:${port}`, `${API_PREFIX}/receipts?per_page=2`, reader)).status).toBe(200);
+    } finally {
+      child.child.kill('SIGTERM');
+      expect(await child.exited).toBe(0);
+    }
+  });
+});
 
 describe('SIGTERM', () => {
   it('lets slow in-flight requests finish, answers /readyz 503 and refuses new connections meanwhile, then exits 0', async () => {
