@@ -1,13 +1,24 @@
 # slab-ops-proxy image. The same image runs the proxy (default command) and the sandbox system of
-# record (`node dist/sandbox/main.js`). Node 24 LTS in production; the code also runs on Node 20.19+.
+# record (`node dist/sandbox/main.js`); the `loadgen` stage is docker-compose's load generator.
+# Node 24 LTS in production; the code also runs on Node 20.19+.
 
-FROM node:24-bookworm-slim AS build
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
+
+FROM deps AS build
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build && npm prune --omit=dev
+
+# The load generator needs autocannon, a development dependency: built on the full install.
+FROM deps AS loadgen
+COPY tsconfig.json tsconfig.bench.json ./
+COPY src ./src
+COPY bench ./bench
+RUN node node_modules/typescript/bin/tsc -p tsconfig.bench.json
+CMD ["node", "dist-bench/bench/loadgen.js"]
 
 FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production

@@ -13,6 +13,7 @@ const EXCLUSIVE = [
   'test/integration/entry-points.test.ts',
   'test/integration/lifecycle.test.ts',
   'test/integration/limits-leases.test.ts',
+  'test/integration/loadtest.test.ts',
   'test/integration/limits-replicas.test.ts',
   'test/integration/log-redaction.test.ts',
   'test/integration/metrics.test.ts',

@@ -13,8 +13,12 @@ const scripts = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: 
 describe('Dockerfile', () => {
   const stages = lines.filter((l) => l.startsWith('FROM ')).map((l) => l.split(/\s+AS\s+/i)[1]?.trim());
 
-  it('has a build and a runtime stage', () => {
-    expect(stages).toEqual(['build', 'runtime']);
+  it('has its stages, each built on an image or an earlier stage', () => {
+    expect(stages).toEqual(['deps', 'build', 'loadgen', 'runtime']);
+    const bases = lines.filter((l) => l.startsWith('FROM ')).map((l) => l.split(/\s+/)[1] ?? '');
+    bases.forEach((base, index) => {
+      if (!base.includes(':')) expect(stages.slice(0, index)).toContain(base);
+    });
   });
 
   it('copies only files that exist, from stages that exist', () => {
@@ -32,8 +36,11 @@ describe('Dockerfile', () => {
 
   it('runs scripts that exist and starts the built entry point', () => {
     for (const match of dockerfile.matchAll(/npm run (\S+)/g)) expect(scripts[match[1] ?? '']).toBeDefined();
-    const cmd = lines.find((l) => l.startsWith('CMD '));
-    expect(cmd).toBe('CMD ["node", "dist/main.js"]');
+    const commands = lines.filter((l) => l.startsWith('CMD '));
+    // The runtime stage's command is the last; the load generator's is its stage's.
+    expect(commands.at(-1)).toBe('CMD ["node", "dist/main.js"]');
+    expect(commands).toContain('CMD ["node", "dist-bench/bench/loadgen.js"]');
+    expect(existsSync('bench/loadgen.ts')).toBe(true);
     expect(scripts.start).toBe('node dist/main.js');
     expect(existsSync('src/main.ts')).toBe(true);
   });
