@@ -80,16 +80,44 @@ function sum(before: Totals, after: Totals, match: (series: string) => boolean):
   return total;
 }
 
-async function sandboxServed(sandboxUrl: string | undefined): Promise<number | undefined> {
+interface SandboxCounts {
+  readonly served: number;
+  readonly inFlight: number;
+}
+
+async function sandboxCounts(sandboxUrl: string | undefined): Promise<SandboxCounts | undefined> {
   if (sandboxUrl === undefined) return undefined;
   try {
     const res = await fetch(`${sandboxUrl}/__sandbox/stats`);
     if (!res.ok) return undefined;
-    const stats = (await res.json()) as { served?: unknown };
-    return typeof stats.served === 'number' ? stats.served : undefined;
+    const stats = (await res.json()) as { served?: unknown; inFlight?: unknown };
+    return typeof stats.served === 'number' && typeof stats.inFlight === 'number' ? { served: stats.served, inFlight: stats.inFlight } : undefined;
   } catch {
     return undefined; // counters off (SANDBOX_CONTROL unset): the report says so
   }
+}
+
+const isUpstreamSeries = (series: string): boolean => series.startsWith('slab_proxy_upstream_requests_total');
+
+/**
+ * The counters once the run's last fills are over: when the load stops, background refreshes and
+ * fills may still be at the upstream, counted by the sandbox on arrival and by the replicas on the
+ * answer. Read until the sandbox is idle and both agree (or the counts stop moving), for 2 s at most.
+ */
+async function settledCounts(options: LoadOptions, before: Totals, servedBefore: number | undefined): Promise<{ after: Totals; served: number | undefined }> {
+  let previous: number | undefined;
+  let last: { after: Totals; served: number | undefined } = { after: before, served: undefined };
+  for (let round = 0; round < 40; round++) {
+    const after = await scrape(options.adminUrls);
+    const counts = await sandboxCounts(options.sandboxUrl);
+    const upstream = sum(before, after, isUpstreamSeries);
+    const served = counts === undefined || servedBefore === undefined ? undefined : counts.served - servedBefore;
+    last = { after, served };
+    if (served === undefined ? upstream === previous : counts?.inFlight === 0 && served === upstream) return last;
+    previous = upstream;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return last;
 }
 
 /** Every read the readers make; earlier entries are the popular ones. */
@@ -132,7 +160,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const targets = readTargets();
   const pick = zipfPicker(targets.length);
   const before = await scrape(options.adminUrls);
-  const servedBefore = await sandboxServed(options.sandboxUrl);
+  const servedBefore = (await sandboxCounts(options.sandboxUrl))?.served;
 
   write(`load: ${String(options.connections)} connections for ${String(options.seconds)} s against ${options.targetUrl} (${String(tokens.length)} credentials, ${String(targets.length)} pages per company)`);
   const result = await autocannon({
@@ -151,8 +179,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     ],
   });
 
-  const after = await scrape(options.adminUrls);
-  const servedAfter = await sandboxServed(options.sandboxUrl);
+  const { after, served } = await settledCounts(options, before, servedBefore);
   const byCache = (cache: string): number => sum(before, after, (s) => s.startsWith('slab_proxy_requests_total{') && s.includes(`cache="${cache}"`));
   const withCache = ['hit', 'stale', 'miss', 'collapsed'].reduce((total, cache) => total + byCache(cache), 0);
   const statuses: Record<string, number> = {
@@ -170,10 +197,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     timeouts: result.timeouts,
     hitRatio: withCache === 0 ? undefined : (byCache('hit') + byCache('stale')) / withCache,
     coalescedWaits: sum(before, after, (s) => s.startsWith('slab_proxy_coalesced_waits_total')),
-    upstreamRequests: sum(before, after, (s) => s.startsWith('slab_proxy_upstream_requests_total')),
+    upstreamRequests: sum(before, after, isUpstreamSeries),
     upstreamRefusals: sum(before, after, (s) => s.startsWith('slab_proxy_upstream_refusals_total')),
     redisErrors: sum(before, after, (s) => s.startsWith('slab_proxy_redis_errors_total')),
-    sandboxServed: servedBefore === undefined || servedAfter === undefined ? undefined : servedAfter - servedBefore,
+    sandboxServed: served,
   };
 }
 
