@@ -258,6 +258,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const l1Hit = l1Lookups.labels('hit');
   const l1Miss = l1Lookups.labels('miss');
   const includeProcess = options.processMetrics !== false;
+  // Started now, not at the first scrape: the event-loop delay and GC collectors measure from
+  // the moment they exist.
+  if (includeProcess) sharedProcessRegistry();
 
   return {
     request(resource, status, cache, seconds) {
