@@ -2,11 +2,13 @@
  * Readiness, graceful shutdown and reload (DESIGN §8), on the real entry point (`node
  * dist/main.js`) with a real Redis and the sandbox over HTTP: `SIGTERM` during slow upstream
  * requests lets them finish while `/readyz` says 503 and new connections are refused, then exits
- * 0; a kept-alive connection is closed once answered instead of holding the drain; `SIGHUP`
+ * 0; a kept-alive connection is closed once answered instead of holding the drain; a request
+ * whose headers were still arriving when the drain began gets 503 `shutting_down`; `SIGHUP`
  * applies a changed file and keeps the old settings when the new file is bad.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { once } from 'node:events';
+import { type Socket, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -116,6 +118,32 @@ describe('SIGTERM', () => {
     await closed;
     sandbox.faults.clear();
     expect([...received.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]))).toEqual([200]);
+  });
+});
+
+describe('draining in process', () => {
+  it('answers a request whose headers were still arriving when the drain began with 503 shutting_down, and closes', async () => {
+    const proxy = await startProxy({ upstreamUrl: sandbox.url, keys: { kind: 'secret', secret } });
+    // The server's side of the connection: its first bytes mark a request begun, not an idle one.
+    const serverSide = new Promise<Socket>((resolve) => proxy.app.server.once('connection', resolve));
+    const socket = connect(Number(new URL(proxy.url).port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+    });
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    const server = await serverSide;
+    const begun = once(server, 'data');
+    socket.write(`GET ${API_PREFIX}/remnants?per_page=23 HTTP/1.1\r\nHost: proxy\r\n`);
+    await begun;
+    const closing = proxy.app.close({ drainMs: 600_000 });
+    socket.write(`Authorization: Bearer ${reader}\r\n\r\n`);
+    await closed;
+    await closing;
+    expect(received).toMatch(/^HTTP\/1\.1 503 /);
+    expect(received).toContain('"code":"shutting_down"');
+    expect(received.toLowerCase()).toContain('connection: close');
+    expect(received.toLowerCase()).toContain('retry-after: 1');
   });
 });
 
