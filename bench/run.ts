@@ -31,7 +31,8 @@
  * answer of the 429 rounds a 429. The exit code is non-zero only when something
  * failed to run. Settings: BENCH_ROUNDS (6), BENCH_SECONDS (3), BENCH_CONNECTIONS (32),
  * BENCH_WARMUP_SECONDS (2), BENCH_CPU_PROF (a directory: proxy 1 writes a V8 CPU profile there),
- * BENCH_NODE_FLAGS (extra node flags for the proxies, e.g. `--max-semi-space-size=32`).
+ * BENCH_NODE_FLAGS (extra node flags for the proxies, e.g. `--max-semi-space-size=32`),
+ * BENCH_L1_TTL (the proxies' `cache.l1.ttl`, seconds; default the built-in 1 s).
  *
  * On a small VM a round's figures swing (±40% for the proxy: host noise, and a server that goes
  * idle between requests pays for being woken): many short interleaved rounds, medians, and the
@@ -695,6 +696,8 @@ async function bench(): Promise<number> {
           '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
           '  resources:',
           ...RESOURCES.map((r) => `    ${r}: { ttl: 3600 }`),
+          // BENCH_L1_TTL: the in-process copy's lifetime in seconds (default: the built-in 1 s).
+          ...(process.env.BENCH_L1_TTL === undefined ? [] : [`  l1: { maxBytes: 67108864, ttl: ${String(Number(process.env.BENCH_L1_TTL))} }`]),
           'rateLimit:',
           `  perCredential: { points: ${perCredential.points}, duration: ${perCredential.duration} }`,
           `  perCompany: { points: ${NEVER_REFUSING.points}, duration: ${NEVER_REFUSING.duration} }`,
