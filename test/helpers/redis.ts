@@ -73,3 +73,15 @@ export async function startRedis(): Promise<RedisServer> {
     stop: killCurrent,
   };
 }
+
+/**
+ * Resolves when an ioredis client is (or becomes) ready. Unlike `events.once(client, 'ready')`, a
+ * connection error on the way (a refused reconnection while a test restarts Redis) does not
+ * reject: the client keeps retrying, and the test waits for the outcome it is about.
+ */
+export function clientReady(client: { readonly status: string; once(event: 'ready', listener: () => void): unknown }): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    client.once('ready', () => resolve());
+  });
+}

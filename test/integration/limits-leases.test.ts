@@ -3,13 +3,12 @@
  * The total admitted never passes `points`; at most a batch per replica is lost to the other;
  * and most decisions need no Redis call at all.
  */
-import { once } from 'node:events';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { RedisHealth, createRedisClient } from '../../src/cache/redis-connection.js';
 import { type InboundLimiter, createInboundLimiter } from '../../src/limits/inbound.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { type RedisServer, clientReady, startRedis } from '../helpers/redis.js';
 
 const POINTS = 200;
 const REPLICAS = 2;
@@ -25,7 +24,7 @@ const clients: Redis[] = [];
 
 async function limiter(): Promise<InboundLimiter> {
   const client = createRedisClient({ url: redis.url, commandTimeoutMs: 100 });
-  if (client.status !== 'ready') await once(client, 'ready');
+  await clientReady(client);
   clients.push(client as Redis);
   return createInboundLimiter({
     perCredential: { points: POINTS, duration: 60 },
