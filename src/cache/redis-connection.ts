@@ -22,6 +22,14 @@ export interface RedisConnectionOptions {
   readonly onError?: (error: Error) => void;
 }
 
+/** `host:port` seed nodes (validated by the config) as ioredis wants them. */
+export function clusterNodes(nodes: readonly string[]): { host: string; port: number }[] {
+  return nodes.map((node) => {
+    const colon = node.lastIndexOf(':');
+    return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
+  });
+}
+
 export function createRedisClient(options: RedisConnectionOptions): RedisClient {
   if (!(options.commandTimeoutMs > 0 && options.commandTimeoutMs <= 100)) {
     throw new TypeError('redis.commandTimeoutMs must be from 1 to 100');
@@ -39,11 +47,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
   };
   let client: RedisClient;
   if (options.clusterNodes !== undefined && options.clusterNodes.length > 0) {
-    const nodes = options.clusterNodes.map((node) => {
-      const colon = node.lastIndexOf(':');
-      return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
-    });
-    client = new Cluster(nodes, {
+    client = new Cluster(clusterNodes(options.clusterNodes), {
       redisOptions,
       enableOfflineQueue: subscriber,
       enableAutoPipelining: !subscriber,

@@ -13,8 +13,8 @@
  * caller serves a stale copy or answers 503 with Retry-After), and its queued job runs as a no-op.
  */
 import Bottleneck from 'bottleneck';
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import { RedisHealth } from '../cache/redis-connection.js';
+import { Cluster, Redis } from 'ioredis';
+import { RedisHealth, clusterNodes } from '../cache/redis-connection.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
 
@@ -116,10 +116,10 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     const client =
       redis.clusterNodes !== undefined && redis.clusterNodes.length > 0
         ? new Cluster(
-            redis.clusterNodes.map((n) => ({ host: n.slice(0, n.lastIndexOf(':')), port: Number(n.slice(n.lastIndexOf(':') + 1)) })),
+            clusterNodes(redis.clusterNodes),
             { redisOptions: clientOptions, enableOfflineQueue: false },
           )
-        : new Redis({ ...clientOptions, ...(redis.url === undefined ? {} : parseRedisUrl(redis.url)) });
+        : new Redis(urlOf(redis.url), clientOptions);
     handleScriptRejections(client);
     const connection = new Bottleneck.IORedisConnection({ client });
     connection.on('error', (error: unknown) => options.onError?.(error));
@@ -240,16 +240,8 @@ function handleScriptRejections(client: Redis | Cluster): void {
   };
 }
 
-/** ioredis connection options from a `redis://` URL, for bottleneck's own connections. */
-function parseRedisUrl(url: string): RedisOptions {
-  const parsed = new URL(url);
-  const db = parsed.pathname.replace('/', '');
-  return {
-    host: parsed.hostname,
-    port: parsed.port === '' ? 6379 : Number(parsed.port),
-    username: parsed.username === '' ? undefined : decodeURIComponent(parsed.username),
-    password: parsed.password === '' ? undefined : decodeURIComponent(parsed.password),
-    db: db === '' ? 0 : Number(db),
-    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
-  };
+/** The budget's Redis is the cache's: never a silent default of localhost. */
+function urlOf(url: string | undefined): string {
+  if (url === undefined) throw new TypeError('REDIS_URL or REDIS_CLUSTER_NODES is required for the clustered upstream budget');
+  return url;
 }
