@@ -85,6 +85,11 @@ export function createSharedControl(options: SharedControlOptions): SharedContro
     return out;
   }
 
+  async function pruneLapsed(key: string, hash: Record<string, string>): Promise<void> {
+    const lapsed = Object.keys(hash).filter((id) => !(Number(hash[id]) > now()));
+    if (redis !== undefined && lapsed.length > 0) await redis.client.hdel(key, ...lapsed);
+  }
+
   async function resyncLists(): Promise<void> {
     if (redis === undefined) return;
     try {
@@ -96,6 +101,9 @@ export function createSharedControl(options: SharedControlOptions): SharedContro
         redis.client.smembers(keys.employees),
       ]);
       applyLists({ tokenIds: live(tokenIds), digests: live(digests), subjects, companies, employees });
+      // A revocation outlives its token only until the token's `exp`: the lapsed ones are dropped
+      // here, so the hashes do not grow for ever (every replica may do it; HDEL is idempotent).
+      await Promise.all([pruneLapsed(keys.tokenIds, tokenIds), pruneLapsed(keys.digests, digests)]);
     } catch (error) {
       options.onError?.(error); // the last known lists keep applying
     }

@@ -5,6 +5,7 @@
  * process (with an injected clock) and two proxy processes (`node dist/main.js`), each pair on
  * one real Redis; and what a change does while Redis is down.
  */
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
@@ -172,6 +173,20 @@ describe('run-time settings on every replica (Redis)', () => {
       expect((await getWithToken(late.url, target, byJti)).status).toBe(401);
     } finally {
       await late.close();
+    }
+  });
+
+  it('drops a revocation from Redis once its token has expired anyway, and keeps the live ones', async () => {
+    const inspect = new Redis(redis.url);
+    try {
+      const now = Math.floor(Date.now() / 1000);
+      expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'live-jti', exp: now + 3_600 })).status).toBe(201);
+      // Already lapsed: kept by nobody once a replica re-reads the lists (the change itself makes them).
+      expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'lapsed-jti', exp: now - 5 })).status).toBe(201);
+      await until(async () => (await inspect.hexists('slab:ctl:rev:jti', 'lapsed-jti')) === 0, 'the lapsed revocation to be dropped');
+      expect(await inspect.hexists('slab:ctl:rev:jti', 'live-jti')).toBe(1);
+    } finally {
+      inspect.disconnect();
     }
   });
 

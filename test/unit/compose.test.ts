@@ -54,6 +54,11 @@ describe('docker-compose.yml', () => {
     for (const volume of services.lb?.volumes ?? []) expect(existsSync(volume.split(':')[0] ?? '')).toBe(true);
   });
 
+  it('lets Redis evict only keys with an expiry: the operator state (revocations, blocks) has none', () => {
+    const command = services.redis?.command ?? [];
+    expect(command[command.indexOf('--maxmemory-policy') + 1]).toMatch(/^volatile-/);
+  });
+
   it('sets only variables the code reads', () => {
     for (const [name, service] of Object.entries(services)) {
       if (service.image !== undefined) continue;
