@@ -120,6 +120,23 @@ describe('/metrics', () => {
     expect(moved('slab_proxy_requests_total', { resource: 'receipts', status: '429', cache: 'none' })).toBe(2);
   });
 
+  it("counts the upstream's own 429 and the pause it starts: 429s by policy, refusals by reason", async () => {
+    // Company 2 only: the pause is per company, and the other tests read as company 1.
+    const paused = await token({ company: 2, subject: 'metrics-paused' });
+    const before = await scrape();
+    sandbox.faults.set({ status: 429, retryAfter: '30', resource: 'stocktakes', times: 1 });
+    expect((await getWithToken(proxy.url, `${API_PREFIX}/stocktakes?per_page=8`, paused)).status).toBe(429); // the upstream's, passed on
+    const refused = await getWithToken(proxy.url, `${API_PREFIX}/transfers?per_page=8`, paused);
+    expect(refused.status).toBe(429);
+    expect(refused.json()).toMatchObject({ code: 'rate_limited', policy: 'upstream' });
+    const after = await scrape();
+    const moved = (name: string, labels: Record<string, string>): number => after.value(name, labels) - before.value(name, labels);
+    expect(moved('slab_proxy_upstream_requests_total', { resource: 'stocktakes', status: '429' })).toBe(1);
+    expect(moved('slab_proxy_rate_limited_total', { policy: 'upstream' })).toBe(2);
+    expect(moved('slab_proxy_upstream_refusals_total', { reason: 'paused' })).toBe(1);
+    expect(moved('slab_proxy_upstream_requests_total', { resource: 'transfers', status: '200' })).toBe(0);
+  });
+
   it('counts Redis errors and reports Redis down, then up again', async () => {
     const before = await scrape();
     await redis.kill();
