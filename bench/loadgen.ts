@@ -221,7 +221,13 @@ export function formatReport(result: LoadResult, seconds: number): string {
   return rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`).join('\n');
 }
 
-function positiveInt(name: string, fallback: number): number {
+/** The report, then the machine-readable line (`LOADTEST_RESULT {json}`) last. */
+export function printReport(result: LoadResult, seconds: number): void {
+  process.stdout.write(`${formatReport(result, seconds)}\nLOADTEST_RESULT ${JSON.stringify(result)}\n`);
+}
+
+/** A LOADTEST_* setting: a positive integer, or the default when unset. */
+export function positiveInt(name: string, fallback: number): number {
   const text = process.env[name];
   if (text === undefined || text === '') return fallback;
   if (!/^[1-9][0-9]{0,5}$/.test(text)) throw new TypeError(`${name} must be a positive integer`);
@@ -244,7 +250,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     connections: positiveInt('LOADTEST_CONNECTIONS', 32),
   }).then(
     (result) => {
-      process.stdout.write(`${formatReport(result, seconds)}\nLOADTEST_RESULT ${JSON.stringify(result)}\n`);
+      printReport(result, seconds);
     },
     (error: unknown) => {
       process.stderr.write(`loadgen: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -16,14 +16,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/dev/free-port.js';
-import { formatReport, runLoad } from './loadgen.js';
+import { positiveInt, printReport, runLoad } from './loadgen.js';
 
 /** The key the replicas verify with and the load generator signs with (as in docker-compose.yml). */
 export const LOADTEST_SECRET = 'loadtest-secret-of-at-least-thirty-two-bytes';
 export const LOADTEST_CONFIG_FILE = 'config/loadtest.yaml';
 /** As many replicas as docker-compose.yml runs (proxy1..3). */
 export const LOADTEST_REPLICAS = 3;
-const SECRET = LOADTEST_SECRET;
 
 interface Started {
   readonly name: string;
@@ -32,13 +31,6 @@ interface Started {
 
 const started: Started[] = [];
 let stopping = false;
-
-function positiveInt(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  if (!/^[1-9][0-9]{0,5}$/.test(text)) throw new TypeError(`${name} must be a positive integer`);
-  return Number(text);
-}
 
 /** Starts a process and resolves once its output matches `ready` (rejects if it exits first). */
 function start(name: string, command: string, args: readonly string[], env: Record<string, string>, ready: RegExp): Promise<RegExpMatchArray> {
@@ -105,7 +97,7 @@ async function main(): Promise<void> {
     'sandbox',
     process.execPath,
     ['dist/sandbox/main.js'],
-    { SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1', SANDBOX_CONTROL: '1', JWT_SECRET: SECRET },
+    { SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1', SANDBOX_CONTROL: '1', JWT_SECRET: LOADTEST_SECRET },
     /listening on/,
   );
   const sandboxUrl = `http://127.0.0.1:${String(sandboxPort)}`;
@@ -124,7 +116,7 @@ async function main(): Promise<void> {
         HOST: '127.0.0.1',
         UPSTREAM_URL: sandboxUrl,
         REDIS_URL: redisUrl,
-        JWT_SECRET: SECRET,
+        JWT_SECRET: LOADTEST_SECRET,
         CONFIG_FILE: LOADTEST_CONFIG_FILE,
         LOG_LEVEL: 'warn',
       },
@@ -155,11 +147,11 @@ async function main(): Promise<void> {
     targetUrl: `http://127.0.0.1:${String(lbPort)}`,
     adminUrls: proxies.map((p) => p.adminUrl),
     sandboxUrl,
-    secret: SECRET,
+    secret: LOADTEST_SECRET,
     seconds,
     connections,
   });
-  process.stdout.write(`${formatReport(result, seconds)}\nLOADTEST_RESULT ${JSON.stringify(result)}\n`);
+  printReport(result, seconds);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

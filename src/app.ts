@@ -44,6 +44,11 @@ export interface RedisSettings {
   readonly clusterNodes?: readonly string[] | undefined;
 }
 
+/** A shared Redis is configured (else the cache is in-process, one replica). */
+function usesRedis(redis: RedisSettings | undefined): boolean {
+  return redis?.url !== undefined || (redis?.clusterNodes !== undefined && redis.clusterNodes.length > 0);
+}
+
 export interface ProxyAppOptions {
   readonly upstreamUrl: string;
   readonly keys: KeySourceOptions;
@@ -123,7 +128,7 @@ const REDIS_START_WAIT_MS = 3_000;
 function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   const { config, logger } = options;
   const redis = options.redis;
-  if (redis?.url === undefined && (redis?.clusterNodes === undefined || redis.clusterNodes.length === 0)) {
+  if (redis === undefined || !usesRedis(redis)) {
     return {
       store: createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) }),
       l1: undefined,
@@ -204,7 +209,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   // Read on each scrape only, once everything below exists.
   const metrics = createMetrics({
     circuitState: () => breaker.state,
-    redisUp: options.redis?.url === undefined && (options.redis?.clusterNodes ?? []).length === 0 ? undefined : () => cache.redisState() !== 'down',
+    redisUp: usesRedis(options.redis) ? () => cache.redisState() !== 'down' : undefined,
     ...(options.processMetrics === false && { processMetrics: false }),
   });
   const cache = createCache(options, metrics);
@@ -305,7 +310,9 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     // The message and the stack's first frames: a library error may carry a payload or a key.
     onDefect: (error) => logger.error({ err: { message: error instanceof Error ? error.message : String(error), stack: error instanceof Error ? error.stack?.split('\n').slice(0, 4).join('\n') : undefined } }, 'defect'),
   });
-  const fallback = createFallbackApp(passthrough?.handler, createHttpLog(logger));
+  // One request-log middleware for both Express planes.
+  const httpLog = createHttpLog(logger);
+  const fallback = createFallbackApp(passthrough?.handler, httpLog);
   /** Starting until both ports listen; draining from the first step of `close` (DESIGN §8). */
   let phase: Phase = 'starting';
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
@@ -323,7 +330,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
         components: () => ({ upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`, cache: cache.store.kind, redis: cache.redisState() }),
       },
       metrics,
-      log: createHttpLog(logger),
+      log: httpLog,
       operator: options.adminToken === undefined ? undefined : { token: options.adminToken, config: () => currentConfig, policies, reads, control },
     }),
   );

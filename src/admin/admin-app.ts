@@ -88,6 +88,8 @@ export function createAdminApp(options: AdminAppOptions): Express {
   if (operator !== undefined) {
     const expected = digest(operator.token);
     const problem = (req: Request, res: Response, error: Parameters<typeof writeProblem>[1]): void => writeProblem(res, error, requestIdOf(req));
+    /** A change Redis could not take to the other replicas (it applies here): not a success. */
+    const notShared = (req: Request, res: Response): void => problem(req, res, new SharedStateUnavailableError());
 
     app.use('/admin', function requireAdminToken(req: Request, res: Response, next: NextFunction) {
       if (!tokenMatches(req.headers.authorization, expected)) return problem(req, res, new UnauthenticatedError(req.headers.authorization === undefined ? 'missing' : 'signature'));
@@ -113,14 +115,14 @@ export function createAdminApp(options: AdminAppOptions): Express {
         const field = issue?.code === 'unrecognized_keys' ? (issue.keys[0] ?? 'body') : (issue?.path.map(String).join('.') ?? 'body');
         return problem(req, res, new InvalidParameterError(field === '' ? 'body' : field, 'Give whole seconds for ttl, staleWhileRevalidate, staleIfError or notFoundTtl.'));
       }
-      if (!(await operator.control.setOverride(resource, parsed.data))) return problem(req, res, new SharedStateUnavailableError());
+      if (!(await operator.control.setOverride(resource, parsed.data))) return notShared(req, res);
       res.set('cache-control', 'no-store').json({ resource, override: parsed.data, effective: operator.policies.policyFor(resource) });
     });
 
     app.delete('/admin/cache/ttl/:resource', async function deleteTtl(req: Request, res: Response) {
       const resource = String(req.params.resource);
       if (!isResourceName(resource)) return problem(req, res, new NotFoundError('No such resource.'));
-      if (!(await operator.control.deleteOverride(resource))) return problem(req, res, new SharedStateUnavailableError());
+      if (!(await operator.control.deleteOverride(resource))) return notShared(req, res);
       res.status(204).end();
     });
 
@@ -135,7 +137,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
       // Without the store's new generation the other replicas keep serving: not a success.
       const stored = await operator.reads.purge(company, resource);
       const announced = await operator.control.announcePurge(company, resource);
-      if (!stored || !announced) return problem(req, res, new SharedStateUnavailableError());
+      if (!stored || !announced) return notShared(req, res);
       res.set('cache-control', 'no-store').json({ company_id: company, resource: resource ?? null, purged: true });
     });
 
@@ -150,11 +152,11 @@ export function createAdminApp(options: AdminAppOptions): Express {
         if (typeof jti !== 'string' || jti === '' || jti.length > 256) return problem(req, res, new InvalidParameterError('jti', 'A token id (1-256 characters).'));
         // Kept until the token's exp; without one, for the longest a token may reasonably live.
         const until = exp ?? Math.floor(Date.now() / 1000) + DEFAULT_REVOCATION_SECONDS;
-        if (!(await operator.control.revokeTokenId(jti, until))) return problem(req, res, new SharedStateUnavailableError());
+        if (!(await operator.control.revokeTokenId(jti, until))) return notShared(req, res);
         return void res.status(201).set('cache-control', 'no-store').json({ jti, until });
       }
       if (typeof sub !== 'string' || sub === '' || sub.length > 256) return problem(req, res, new InvalidParameterError('sub', 'A subject (1-256 characters).'));
-      if (!(await operator.control.revokeSubject(sub))) return problem(req, res, new SharedStateUnavailableError());
+      if (!(await operator.control.revokeSubject(sub))) return notShared(req, res);
       res.status(201).set('cache-control', 'no-store').json({ sub });
     });
 
@@ -162,7 +164,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
       async function setCompanyBlock(req: Request, res: Response): Promise<void> {
         const company = companyOf(String(req.params.company));
         if (company === undefined) return problem(req, res, new InvalidParameterError('company', 'A company id.'));
-        if (!(await operator.control.blockCompany(company, blocked))) return problem(req, res, new SharedStateUnavailableError());
+        if (!(await operator.control.blockCompany(company, blocked))) return notShared(req, res);
         res.status(blocked ? 200 : 204).set('cache-control', 'no-store');
         if (blocked) res.json({ company_id: company, blocked });
         else res.end();
@@ -176,7 +178,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
         const employee = companyOf(String(req.params.employee)); // the same grammar (DESIGN §5)
         if (company === undefined) return problem(req, res, new InvalidParameterError('company', 'A company id.'));
         if (employee === undefined) return problem(req, res, new InvalidParameterError('employee', 'An employee id.'));
-        if (!(await operator.control.blockEmployee(company, employee, blocked))) return problem(req, res, new SharedStateUnavailableError());
+        if (!(await operator.control.blockEmployee(company, employee, blocked))) return notShared(req, res);
         res.status(blocked ? 200 : 204).set('cache-control', 'no-store');
         if (blocked) res.json({ company_id: company, employee_id: employee, blocked });
         else res.end();

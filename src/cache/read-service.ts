@@ -279,12 +279,9 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       const lookup = await store.lookup(address);
       if (lookup.available) l1?.noteGeneration(tag, lookup.generation);
       const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
-      if (metrics !== undefined) {
-        const result = !lookup.available ? 'unavailable' : current === undefined ? 'miss' : now() < current.freshUntil ? 'hit' : 'stale';
-        metrics.storeLookup(result);
-      }
+      const at = now();
+      metrics?.storeLookup(!lookup.available ? 'unavailable' : current === undefined ? 'miss' : at < current.freshUntil ? 'hit' : 'stale');
       if (current !== undefined) {
-        const at = now();
         if (at < current.freshUntil) {
           l1?.set(address.key, current);
           return fromEntry(current, at, { kind: 'hit', ttl: seconds(current.freshUntil - at) });

@@ -158,10 +158,8 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
    */
   interface Lease {
     left: number;
-    /** A background reservation starts when fewer points than this are left… */
+    /** A background reservation starts when fewer points than this are left. */
     readonly refillBelow: number;
-    /** …if batches are larger than one point. */
-    readonly refillAhead: boolean;
     readonly resetAt: number;
     /** The key's count in Redis after this reservation (ours included). */
     readonly reservedTotal: number;
@@ -172,6 +170,8 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   // a sixteenth of the allowance per replica keeps what idle replicas strand under an eighth.
   const batchOf = (policy: RatePolicy): number => Math.max(1, Math.min(100, Math.floor(policy.points / (replicas * 16))));
   const MAX_LEASES = 100_000;
+  /** Whether a policy's leases are refilled ahead: only when its batches exceed one point. */
+  const refillsAhead = { credential: batchOf(perCredential) > 1, company: batchOf(perCompany) > 1 };
 
   /** One point from the key's lease: a count, or `undefined` when a reservation is needed. */
   function takeLeased(name: PolicyName, key: string): PolicyCount | undefined {
@@ -185,7 +185,7 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
       // Not for a batch of one (an allowance under 16 points per replica): a point reserved
       // ahead and never spent here would be one refused elsewhere, a large share of so small an
       // allowance; and so small an allowance is never busy enough for the round trip to matter.
-      if (lease.refillAhead && lease.left <= lease.refillBelow && lease.reservedTotal < points && !reserving[name].has(key)) void reserve(name, key);
+      if (refillsAhead[name] && lease.left <= lease.refillBelow && lease.reservedTotal < points && !reserving[name].has(key)) void reserve(name, key);
       return { name, points, consumed: lease.reservedTotal - lease.left, msBeforeNext: lease.resetAt - at };
     }
     // Nothing left here: refused until the window resets if the key is spent everywhere.
@@ -220,7 +220,6 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
         leases[name].set(key, {
           left: carried + Math.max(0, Math.min(size, policy.points - before)),
           refillBelow: Math.floor(batchOf(policy) / 4),
-          refillAhead: batchOf(policy) > 1,
           resetAt: now() + res.msBeforeNext,
           // What counts is what can be spent: a reservation that crossed the limit is capped at it.
           reservedTotal: Math.min(res.consumedPoints, policy.points),

@@ -6,11 +6,9 @@
  * whose headers were still arriving when the drain began gets 503 `shutting_down`; `SIGHUP`
  * applies a changed file and keeps the old settings when the new file is bad.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { type Socket, connect } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
@@ -20,7 +18,7 @@ import { startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { runNode } from '../helpers/process.js';
-import { type Replica, startReplica, until } from '../helpers/replicas.js';
+import { type Replica, replicaConfig, startReplica, until } from '../helpers/replicas.js';
 
 const secret = 'lifecycle tests: a secret of at least thirty-two bytes';
 let sandbox: Sandbox;
@@ -37,12 +35,6 @@ afterAll(async () => {
   await sandbox.close();
   await redis.stop();
 });
-
-function configFile(yaml: string): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'slab-lifecycle-')), 'config.yaml');
-  writeFileSync(file, yaml);
-  return file;
-}
 
 async function readyz(replica: Replica): Promise<{ status: number; body: { status?: string; redis?: string } }> {
   const res = await send(replica.adminUrl, '/readyz');
@@ -75,7 +67,7 @@ describe('readiness', () => {
 
 describe('SIGTERM', () => {
   it('lets slow in-flight requests finish, answers /readyz 503 and refuses new connections meanwhile, then exits 0', async () => {
-    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: configFile('{}\n') });
+    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: replicaConfig('{}\n') });
     expect(await readyz(replica)).toMatchObject({ status: 200, body: { status: 'ready', redis: 'ok' } });
     sandbox.faults.set({ latencyMs: 1_200, resource: 'receipts' });
     const inFlightBefore = sandbox.stats().inFlight;
@@ -149,7 +141,7 @@ describe('draining in process', () => {
 
 describe('SIGHUP', () => {
   it('applies a changed config file, and keeps the running settings when the new file is bad', async () => {
-    const file = configFile('cache:\n  resources:\n    warehouses: { ttl: 30 }\n');
+    const file = replicaConfig('cache:\n  resources:\n    warehouses: { ttl: 30 }\n');
     const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: file });
     try {
       const target = `${API_PREFIX}/warehouses`;
