@@ -1,0 +1,237 @@
+/**
+ * A real Redis Cluster on loopback for the tests and the load test: `redis-server
+ * --cluster-enabled yes` × (masters × 2) on free ports, joined with `redis-cli --cluster create
+ * … --cluster-replicas 1`. No persistence, a short node timeout (fast failovers), and the means to
+ * fail a node the ways production does: SIGKILL, SIGSTOP, a flush, an empty restart.
+ *
+ * Development tooling only: the proxy never starts Redis itself.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort } from './free-port.js';
+
+const run = promisify(execFile);
+
+export interface ClusterNode {
+  readonly port: number;
+  /** `127.0.0.1:<port>`, as `REDIS_CLUSTER_NODES` lists seed nodes. */
+  readonly address: string;
+}
+
+export interface RedisClusterOptions {
+  /** Masters (each with one replica); at least 3, as Redis Cluster requires. Default 3. */
+  readonly masters?: number;
+  /** `cluster-node-timeout`, ms: how soon a silent master is failed over. Default 1 000. */
+  readonly nodeTimeoutMs?: number;
+}
+
+export interface RedisCluster {
+  readonly nodes: readonly ClusterNode[];
+  /** Comma-separated seed nodes for `REDIS_CLUSTER_NODES`. */
+  readonly seeds: string;
+  /** The node that serves `key`'s slot as master now (asks the cluster). */
+  masterOf(key: string): Promise<ClusterNode>;
+  /** The current masters. */
+  masters(): Promise<ClusterNode[]>;
+  /** SIGKILL one node and wait for its exit. */
+  kill(node: ClusterNode): Promise<void>;
+  /** SIGSTOP: hangs with its connections open. */
+  pause(node: ClusterNode): void;
+  resume(node: ClusterNode): void;
+  /**
+   * Starts a node again on its port with its cluster config (it rejoins, as a replica if it was
+   * failed over meanwhile). Its data is gone, as after a restart without persistence.
+   */
+  restart(node: ClusterNode): Promise<void>;
+  /** Resolves once every live node reports `cluster_state:ok` and all slots are served by a live master. */
+  waitHealthy(deadlineMs?: number): Promise<void>;
+  /** FLUSHALL on every live master. */
+  flushAll(): Promise<void>;
+  /** Runs a redis-cli command against one node; returns its output. */
+  cli(node: ClusterNode, ...args: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: number): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    [
+      '--port', String(port),
+      '--bind', '127.0.0.1',
+      '--protected-mode', 'no',
+      '--save', '',
+      '--appendonly', 'no',
+      '--cluster-enabled', 'yes',
+      // Chosen, not port + 10 000: that one may be taken, or past 65 535.
+      '--cluster-port', String(busPort),
+      '--cluster-config-file', join(dir, `nodes-${String(port)}.conf`),
+      '--cluster-node-timeout', String(nodeTimeoutMs),
+      // A replica whose master is unreachable may fail over however long it was disconnected.
+      '--cluster-replica-validity-factor', '0',
+      '--dir', dir,
+      '--loglevel', 'notice',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString('utf8');
+      if (output.includes('Ready to accept connections')) {
+        child.stdout?.off('data', onData);
+        child.stdout?.resume();
+        resolve(child);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.resume();
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${String(code)}: ${output.slice(-500)}`)));
+  });
+}
+
+async function launchOnFreePort(dir: string, nodeTimeoutMs: number): Promise<{ port: number; busPort: number; child: ChildProcess }> {
+  for (let attempt = 0; ; attempt++) {
+    const [port, busPort] = [await freePort(), await freePort()];
+    try {
+      return { port, busPort, child: await launch(port, busPort, dir, nodeTimeoutMs) };
+    } catch (error) {
+      if (attempt >= 4) throw error; // the port was taken between probe and launch: try another
+    }
+  }
+}
+
+function alive(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisCluster> {
+  const masters = options.masters ?? 3;
+  const nodeTimeoutMs = options.nodeTimeoutMs ?? 1_000;
+  if (masters < 3) throw new TypeError('a Redis Cluster needs at least 3 masters');
+  const dir = mkdtempSync(join(tmpdir(), 'slab-redis-cluster-'));
+  const launched = await Promise.all(Array.from({ length: masters * 2 }, () => launchOnFreePort(dir, nodeTimeoutMs)));
+  const children = new Map<number, ChildProcess>(launched.map(({ port, child }) => [port, child]));
+  const paused = new Set<number>();
+  const nodes: ClusterNode[] = launched.map(({ port }) => ({ port, address: `127.0.0.1:${String(port)}` }));
+  const busPorts = new Map<number, number>(launched.map(({ port, busPort }) => [port, busPort]));
+
+  async function cli(node: ClusterNode, ...args: string[]): Promise<string> {
+    const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(node.port), ...args], { timeout: 5_000 });
+    return stdout;
+  }
+
+  const live = (): ClusterNode[] => nodes.filter((node) => {
+    const child = children.get(node.port);
+    return child !== undefined && alive(child) && !paused.has(node.port);
+  });
+
+  /** `CLUSTER SHARDS`-free parse of `CLUSTER NODES` from a live node: port → role and slots. */
+  async function topology(): Promise<{ port: number; master: boolean; failed: boolean; slots: Array<[number, number]> }[]> {
+    for (const node of live()) {
+      try {
+        const text = await cli(node, 'cluster', 'nodes');
+        return text
+          .trim()
+          .split('\n')
+          .map((line) => {
+            const [, address = '', flags = '', , , , , , ...slots] = line.split(' ');
+            const port = Number(address.split('@')[0]?.split(':')[1]);
+            return {
+              port,
+              master: flags.split(',').includes('master'),
+              failed: /fail|noaddr/.test(flags),
+              slots: slots
+                .filter((s) => !s.startsWith('['))
+                .map((s) => {
+                  const [from = '0', to = from] = s.split('-');
+                  return [Number(from), Number(to)] as [number, number];
+                }),
+            };
+          });
+      } catch {
+        // that node is going away: ask another
+      }
+    }
+    throw new Error('no live cluster node answers');
+  }
+
+  const cluster: RedisCluster = {
+    nodes,
+    seeds: nodes.map((node) => node.address).join(','),
+    cli,
+    async masterOf(key) {
+      const slot = Number((await cli(live()[0] ?? nodes[0]!, 'cluster', 'keyslot', key)).trim());
+      const owner = (await topology()).find((n) => n.master && !n.failed && n.slots.some(([from, to]) => slot >= from && slot <= to));
+      const node = nodes.find((n) => n.port === owner?.port);
+      if (node === undefined) throw new Error(`no master serves slot ${String(slot)}`);
+      return node;
+    },
+    async masters() {
+      const ports = new Set((await topology()).filter((n) => n.master && !n.failed && n.slots.length > 0).map((n) => n.port));
+      return nodes.filter((node) => ports.has(node.port));
+    },
+    async kill(node) {
+      const child = children.get(node.port);
+      if (child === undefined || !alive(child)) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+      paused.delete(node.port);
+      await exited;
+    },
+    pause(node) {
+      children.get(node.port)?.kill('SIGSTOP');
+      paused.add(node.port);
+    },
+    resume(node) {
+      children.get(node.port)?.kill('SIGCONT');
+      paused.delete(node.port);
+    },
+    async restart(node) {
+      await cluster.kill(node);
+      children.set(node.port, await launch(node.port, busPorts.get(node.port) ?? node.port + 10_000, dir, nodeTimeoutMs));
+    },
+    async waitHealthy(deadlineMs = 30_000) {
+      const deadline = Date.now() + deadlineMs;
+      for (;;) {
+        try {
+          const states = await Promise.all(live().map((node) => cli(node, 'cluster', 'info')));
+          const ok = states.length > 0 && states.every((info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_ok:16384'));
+          if (ok) {
+            const masters = (await topology()).filter((n) => n.master && !n.failed);
+            const covered = masters.reduce((sum, n) => sum + n.slots.reduce((s, [from, to]) => s + to - from + 1, 0), 0);
+            const liveMasters = masters.every((m) => m.slots.length === 0 || live().some((node) => node.port === m.port));
+            if (covered === 16_384 && liveMasters) return;
+          }
+        } catch {
+          // a node is starting or going: ask again
+        }
+        if (Date.now() > deadline) throw new Error('the Redis Cluster did not become healthy in time');
+        await sleep(100);
+      }
+    },
+    async flushAll() {
+      await Promise.all((await cluster.masters()).map((node) => cli(node, 'flushall')));
+    },
+    async stop() {
+      await Promise.all(nodes.map((node) => cluster.kill(node)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+
+  try {
+    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => n.address), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 30_000 });
+    await cluster.waitHealthy();
+  } catch (error) {
+    await cluster.stop();
+    throw error;
+  }
+  return cluster;
+}
