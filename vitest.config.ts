@@ -38,7 +38,7 @@ export default defineConfig({
           name: 'parallel',
           include: ['test/**/*.test.ts'],
           // Vitest 4 no longer skips dist/ by itself: without this, compiled copies would run twice.
-          exclude: ['dist/**', 'node_modules/**', ...EXCLUSIVE],
+          exclude: ['dist/**', 'node_modules/**', 'test/system/**', ...EXCLUSIVE],
           maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
@@ -47,7 +47,7 @@ export default defineConfig({
         test: {
           ...shared,
           name: 'exclusive',
-          include: EXCLUSIVE,
+          include: ['test/system/**/*.test.ts', ...EXCLUSIVE],
           maxWorkers: 1,
           sequence: { groupOrder: 1 },
         },

@@ -95,13 +95,19 @@ export interface ProxyApp {
   close(options?: { readonly drainMs?: number }): Promise<void>;
 }
 
-/** Config paths a running replica cannot change; a reload reports them. */
-const RESTART_ONLY = ['cache.keyPrefix', 'cache.memory', 'cache.l1', 'redis', 'rateLimit', 'upstream', 'auth'] as const;
+/**
+ * What a running replica applies from a re-read config file (`SIGHUP`); every other difference is
+ * reported as needing a restart. Listed this way round so that a new setting is restart-only until
+ * someone makes it reloadable on purpose (issue 10).
+ */
+const RELOADABLE = ['cache.partition', 'cache.defaults', 'cache.resources', 'upstream.maxConcurrent', 'upstream.maxPerSecond'] as const;
 
-function pick(config: FileConfig, path: string): unknown {
-  let value: unknown = config;
-  for (const part of path.split('.')) value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[part] : undefined;
-  return value;
+/** Dotted paths of the leaves where two config documents differ. */
+function changedPaths(before: unknown, after: unknown, path = ''): string[] {
+  const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+  if (!isRecord(before) || !isRecord(after)) return JSON.stringify(before) === JSON.stringify(after) ? [] : [path];
+  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return [...keys].flatMap((key) => changedPaths(before[key], after[key], path === '' ? key : `${path}.${key}`));
 }
 
 function refuseWhileDraining(req: IncomingMessage, res: ServerResponse): void {
@@ -229,6 +235,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     maxConcurrent: config.upstream.maxConcurrent,
     maxPerSecond: config.upstream.maxPerSecond,
     replicas: config.rateLimit.replicas,
+    holdMs: config.upstream.timeout * 1000,
     redis:
       cache.redis === undefined
         ? undefined
@@ -354,11 +361,17 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       return { port, adminPort };
     },
     reload(file) {
-      // What a running replica can take: the cache policies (run-time overrides stay on top).
+      const changed = changedPaths(currentConfig, file);
+      // The cache policies (run-time overrides stay on top), and the upstream budget's limits,
+      // written to Redis for every replica.
       policies.setConfig(file.cache);
-      const needsRestart = RESTART_ONLY.filter((path) => JSON.stringify(pick(file, path)) !== JSON.stringify(pick(currentConfig, path)));
+      if (file.upstream.maxConcurrent !== currentConfig.upstream.maxConcurrent || file.upstream.maxPerSecond !== currentConfig.upstream.maxPerSecond) {
+        void budget.apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond }).catch((error: unknown) => {
+          logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'the new upstream budget applies on this replica only: Redis is unavailable');
+        });
+      }
       currentConfig = file;
-      return needsRestart;
+      return changed.filter((path) => !RELOADABLE.some((reloadable) => path === reloadable || path.startsWith(`${reloadable}.`)));
     },
     async close(closeOptions = {}) {
       // Readiness fails first, then the API port stops accepting and its in-flight requests end

@@ -1,32 +1,46 @@
 /**
- * The upstream budget (DESIGN §7): at most `upstream.maxConcurrent` requests in flight and
- * `upstream.maxPerSecond` started per second, for all replicas together, so the proxy's misses
- * never push the system of record over its own limit. `bottleneck`, clustered through Redis
- * (a `{hash-tagged}` id, so a Redis Cluster keeps its keys in one slot); while Redis is
- * unavailable each replica keeps to its share (`/ rateLimit.replicas`) with a local bottleneck.
+ * The upstream budget (README, "Limits"): at most `upstream.maxConcurrent` requests in flight and
+ * `upstream.maxPerSecond` started in any one second, for all replicas together, so the proxy's
+ * misses never push the system of record over its own limit. `bottleneck`, clustered through
+ * Redis (a `{hash-tagged}` id, so a Redis Cluster keeps its keys in one slot); while that Redis is
+ * unusable each replica keeps to its share (`/ rateLimit.replicas`) with a local bottleneck.
  *
- * The rate is a reservoir refilled every 250 ms with a fifth of `maxPerSecond`. Every one-second
- * window then holds at most five refills, so the cap holds for every window, not just on average
- * (a once-a-second refill would allow twice the rate across a refill boundary).
- *
- * Nothing queues without bound: a request that gets no slot within `maxWaitMs` is refused (the
- * caller serves a stale copy or answers 503 with Retry-After), and its queued job runs as a no-op.
+ * Why it holds where bottleneck's defaults did not (issue 8):
+ * - The rate is `minTime`, a spacing between starts kept in Redis, not a reservoir: bottleneck
+ *   refills a reservoir only on its heartbeat, so a reservoir sized to never exceed the cap in any
+ *   window delivered 80% of it at best. The spacing carries a small allowance (`RATE_JITTER_MS`)
+ *   for a start that runs late, so that no one-second window at the upstream ever sees one more.
+ * - Requests wait in a queue of their own (`SlotQueue`): one that gives up consumes nothing.
+ * - Every slot carries an `expiration`: a slot whose release never reaches Redis (a failover, a
+ *   dropped connection, a dead replica) comes back by itself after `upstream.timeout` + 2 s.
+ * - The settings in Redis are written from the config at every start (and on `SIGHUP`): bottleneck
+ *   otherwise keeps the ones stored by the first replica ever started on that id.
  */
 import Bottleneck from 'bottleneck';
 import { Cluster, Redis } from 'ioredis';
 import { RedisHealth, clusterNodes } from '../cache/redis-connection.js';
+import { type Slot, SlotQueue } from './slot-queue.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
 
+export interface BudgetSettings {
+  readonly maxConcurrent: number;
+  readonly maxPerSecond: number;
+}
+
 export interface UpstreamBudget {
   run<T>(job: () => Promise<T>, maxWaitMs: number): Promise<BudgetResult<T>>;
+  /** New limits for every replica (a reloaded config); resolves once Redis has them, when shared. */
+  apply(settings: BudgetSettings): Promise<void>;
+  /** Requests of this replica waiting for a slot now. */
+  waiting(): number;
   close(): Promise<void>;
 }
 
-export interface UpstreamBudgetOptions {
-  readonly maxConcurrent: number;
-  readonly maxPerSecond: number;
+export interface UpstreamBudgetOptions extends BudgetSettings {
   readonly replicas: number;
+  /** How long a slot may be held at most, ms (the upstream deadline): slots expire after it. */
+  readonly holdMs: number;
   readonly redis?:
     | {
         readonly url?: string | undefined;
@@ -46,38 +60,60 @@ export interface UpstreamBudgetOptions {
   readonly onRedisFailure?: () => void;
 }
 
-const REFILLS_PER_SECOND = 4;
+/**
+ * A start that runs this late (a busy event loop, a slow connection) still never makes one window
+ * of one second hold more than `maxPerSecond` starts: the spacing is (1 000 + this) / maxPerSecond.
+ */
+const RATE_JITTER_MS = 50;
+/** Slots outlive the exchange that holds them by this much before bottleneck frees them. */
+const EXPIRATION_MARGIN_MS = 2_000;
 const BUDGET_COMMAND_TIMEOUT_MS = 250;
-const REFILL_MS = 1000 / REFILLS_PER_SECOND;
+/** Heartbeats: how soon a capacity change reaches a replica that missed its message. */
+const HEARTBEAT_MS = 250;
 
-function settings(maxConcurrent: number, maxPerSecond: number): Bottleneck.ConstructorOptions {
-  // Refills in any one-second window: REFILLS_PER_SECOND + 1 (one at each edge).
-  const perRefill = Math.max(1, Math.floor(maxPerSecond / (REFILLS_PER_SECOND + 1)));
+/** Bottleneck's store settings for a cap; the reservoir fields are cleared (older versions used them). */
+function storeSettings(settings: BudgetSettings): Bottleneck.ConstructorOptions {
   return {
-    maxConcurrent,
-    reservoir: perRefill,
-    reservoirRefreshAmount: perRefill,
-    reservoirRefreshInterval: REFILL_MS,
+    maxConcurrent: settings.maxConcurrent,
+    minTime: (1_000 + RATE_JITTER_MS) / settings.maxPerSecond,
+    reservoir: null,
+    reservoirRefreshAmount: null,
+    reservoirRefreshInterval: null,
   };
+}
+
+/**
+ * Tickets outstanding per replica: enough for the starts of ~10 ms (so that the next start is always
+ * lined up, however high the rate), at least 2, never more than the concurrency.
+ */
+function maxPending(settings: BudgetSettings): number {
+  return Math.min(settings.maxConcurrent, Math.max(2, Math.ceil(settings.maxPerSecond / 100)));
 }
 
 const REFUSED = { kind: 'refused' } as const;
 
-export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBudget {
-  const share = (n: number): number => Math.max(1, Math.floor(n / options.replicas));
-  const local = new Bottleneck(settings(share(options.maxConcurrent), share(options.maxPerSecond)));
-  const redis = options.redis;
+interface Clustered {
+  readonly limiter: Bottleneck;
+  readonly connection: Bottleneck.IORedisConnection;
+  readonly queue: SlotQueue;
+  /**
+   * The breaker of bottleneck's own connection. Not the cache's: this connection reconnects on
+   * its own schedule and loses its scripts' keys on a Redis restart, and suspending the cache
+   * for that would leave fills unsaved and their leases unreleased.
+   */
+  readonly health: RedisHealth;
+}
 
-  interface Clustered {
-    readonly limiter: Bottleneck;
-    readonly connection: Bottleneck.IORedisConnection;
-    /**
-     * The breaker of bottleneck's own connection. Not the cache's: this connection reconnects on
-     * its own schedule and loses its scripts' keys on a Redis restart, and suspending the cache
-     * for that would leave fills unsaved and their leases unreleased.
-     */
-    readonly health: RedisHealth;
-  }
+export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBudget {
+  let current: BudgetSettings = { maxConcurrent: options.maxConcurrent, maxPerSecond: options.maxPerSecond };
+  const share = (settings: BudgetSettings): BudgetSettings => ({
+    maxConcurrent: Math.max(1, Math.floor(settings.maxConcurrent / options.replicas)),
+    maxPerSecond: Math.max(1, Math.floor(settings.maxPerSecond / options.replicas)),
+  });
+  const expirationMs = options.holdMs + EXPIRATION_MARGIN_MS;
+  const localLimiter = new Bottleneck(storeSettings(share(current)));
+  const local = new SlotQueue({ limiter: localLimiter, maxPending: maxPending(share(current)), expirationMs });
+  const redis = options.redis;
 
   /**
    * Closes a clustered limiter through its connection: `limiter.disconnect()` on a connection
@@ -85,12 +121,16 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
    */
   function closeClustered(target: Clustered | undefined): Promise<void> {
     if (target === undefined) return Promise.resolve();
+    target.queue.close();
     // Not while bottleneck is still registering with Redis: its start-up scripts would fail on a
     // closed connection, in promises nobody handles. Bounded: a Redis that is down never answers.
-    const settled = Promise.race([target.limiter.ready().then(
-      () => undefined,
-      () => undefined,
-    ), new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref())]);
+    const settled = Promise.race([
+      target.limiter.ready().then(
+        () => undefined,
+        () => undefined,
+      ),
+      new Promise<void>((resolve) => setTimeout(resolve, 1_000).unref()),
+    ]);
     return settled
       .then(() => target.connection.disconnect(false))
       .then(
@@ -101,8 +141,8 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
 
   function createClustered(): Clustered | undefined {
     if (redis === undefined) return undefined;
-    // As for the cache (NOTES.md): a Redis that is down or hung must fail a call at once or within
-    // the command timeout, so that the local share takes over, never stall a request.
+    // As for the cache: a Redis that is down or hung must fail a call at once or within the command
+    // timeout, so that the local share takes over, never stall a request.
     const clientOptions = {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -115,106 +155,98 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     };
     const client =
       redis.clusterNodes !== undefined && redis.clusterNodes.length > 0
-        ? new Cluster(
-            clusterNodes(redis.clusterNodes),
-            { redisOptions: clientOptions, enableOfflineQueue: false },
-          )
+        ? new Cluster(clusterNodes(redis.clusterNodes), { redisOptions: clientOptions, enableOfflineQueue: false })
         : new Redis(urlOf(redis.url), clientOptions);
     handleScriptRejections(client);
     const connection = new Bottleneck.IORedisConnection({ client });
     connection.on('error', (error: unknown) => options.onError?.(error));
+    const health = new RedisHealth(client, options.onRedisFailure === undefined ? {} : { onFailure: options.onRedisFailure });
     const limiter = new Bottleneck({
-      ...settings(options.maxConcurrent, options.maxPerSecond),
-      id: `{${redis.prefix}-upstream}`,
+      ...storeSettings(current),
+      // Not the `-upstream` id of earlier versions: its stored settings expired keys in whole ms.
+      id: `{${redis.prefix}:budget}`,
       datastore: 'ioredis',
       clearDatastore: false,
       connection,
-      // Heartbeats free the slots of a replica that died holding them.
-      heartbeatInterval: REFILL_MS,
-      timeout: 60_000,
+      heartbeatInterval: HEARTBEAT_MS,
+      // No `timeout`: its key expiry takes whole milliseconds, and the spacing is fractional. The
+      // limiter's few keys stay (and, without an expiry, are never evicted under volatile-lru).
     });
     limiter.on('error', (error: unknown) => options.onError?.(error));
-    // Bottleneck's start-up (its `init` and `register_client` scripts) is a promise that only its
-    // later calls await: if Redis fails before one comes, the rejection would go unhandled.
-    limiter.ready().catch((error: unknown) => options.onError?.(error));
-    return { limiter, connection, health: new RedisHealth(client, options.onRedisFailure === undefined ? {} : { onFailure: options.onRedisFailure }) };
+    // The config's limits, not the ones a replica started long ago left in Redis.
+    limiter
+      .ready()
+      .then(() => limiter.updateSettings(storeSettings(current)))
+      // Bottleneck's start-up is a promise that only its later calls await: if Redis fails before
+      // one comes, the rejection would go unhandled.
+      .catch((error: unknown) => options.onError?.(error));
+    const queue = new SlotQueue({
+      limiter,
+      maxPending: maxPending(current),
+      expirationMs,
+      onFailure: (error) => {
+        options.onError?.(error);
+        health.failed();
+        recreateAfter(error, target);
+      },
+    });
+    const target: Clustered = { limiter, connection, queue, health };
+    return target;
   }
 
   let clustered = createClustered();
-  /** Jobs of this replica running under the cluster-wide limiter right now. */
-  let clusteredInFlight = 0;
-  const localShare = share(options.maxConcurrent);
 
-  async function schedule<T>(limiter: Bottleneck, job: () => Promise<T>, maxWaitMs: number, health?: RedisHealth): Promise<BudgetResult<T>> {
-    let abandoned = false;
-    let timer: NodeJS.Timeout | undefined;
-    const refused = new Promise<BudgetResult<T>>((resolve) => {
-      timer = setTimeout(() => {
-        abandoned = true;
-        resolve(REFUSED);
-      }, maxWaitMs);
-    });
-    // The answer goes back as soon as the job is done: bottleneck frees the slot afterwards, in
-    // Redis, and a slow or hung Redis must not hold the request for that bookkeeping.
-    let finished: ((result: BudgetResult<T>) => void) | undefined;
-    const done = new Promise<BudgetResult<T>>((resolve) => {
-      finished = resolve;
-    });
-    const ran = limiter.schedule(async (): Promise<BudgetResult<T>> => {
-      if (abandoned) return REFUSED;
-      clearTimeout(timer); // started in time: the request waits for its answer, not for the queue
-      const result: BudgetResult<T> = { kind: 'ran', value: await job() };
-      finished?.(result);
-      return result;
-    });
+  /**
+   * A flushed or failed-over Redis loses bottleneck's settings: calls then fail until the limiter is
+   * created again (bottleneck issues #205, #219).
+   */
+  function recreateAfter(error: unknown, failed: Clustered): void {
+    if (!(error instanceof Error && error.message.includes('SETTINGS_KEY_NOT_FOUND')) || clustered !== failed) return;
+    clustered = createClustered();
+    void closeClustered(failed);
+  }
+
+  /** This replica's jobs running under the cluster-wide limiter right now. */
+  let clusteredInFlight = 0;
+
+  async function hold<T>(slot: Slot, job: () => Promise<T>, counted: boolean): Promise<BudgetResult<T>> {
+    if (counted) clusteredInFlight += 1;
     try {
-      return await Promise.race([done, ran, refused]);
+      return { kind: 'ran', value: await job() };
     } finally {
-      clearTimeout(timer);
-      // A failure after the job ran (freeing its slot) is the breaker's business, not the request's.
-      ran.catch((error: unknown) => {
-        options.onError?.(error);
-        health?.failed();
-      });
+      if (counted) clusteredInFlight -= 1;
+      slot.release(); // the answer never waits for bottleneck's bookkeeping in Redis
     }
   }
 
   return {
     async run(job, maxWaitMs) {
-      const current = clustered;
-      if (current !== undefined && current.health.usable() && redis?.sharedHealth.usable() === true) {
-        try {
-          return await schedule(
-            current.limiter,
-            async () => {
-              clusteredInFlight += 1;
-              try {
-                return await job();
-              } finally {
-                clusteredInFlight -= 1;
-              }
-            },
-            maxWaitMs,
-            current.health,
-          );
-        } catch (error) {
-          options.onError?.(error);
-          // A flushed or failed-over Redis loses bottleneck's settings: every call then fails
-          // until the limiter is created again (bottleneck issues #205, #219).
-          if (error instanceof Error && error.message.includes('SETTINGS_KEY_NOT_FOUND') && clustered === current) {
-            clustered = createClustered();
-            void closeClustered(current);
-          }
-          current.health.failed();
-        }
+      const deadline = Date.now() + maxWaitMs;
+      const target = clustered;
+      if (target !== undefined && target.health.usable() && redis?.sharedHealth.usable() === true) {
+        const acquired = await target.queue.acquire(maxWaitMs);
+        if (acquired.kind === 'slot') return hold(acquired.slot, job, true);
+        if (acquired.kind === 'timeout') return REFUSED;
+        // The shared limiter failed: this request keeps to the local share for the time it has left.
       }
       // This replica's cluster-wide jobs still running count against its local share: switching
       // modes must not add a share on top of the slots already held.
-      if (clusteredInFlight >= localShare) return REFUSED;
-      return schedule(local, job, maxWaitMs);
+      if (clusteredInFlight >= share(current).maxConcurrent) return REFUSED;
+      const left = deadline - Date.now();
+      if (left <= 0) return REFUSED;
+      const acquired = await local.acquire(left);
+      return acquired.kind === 'slot' ? hold(acquired.slot, job, false) : REFUSED;
     },
+    async apply(settings) {
+      current = settings;
+      await localLimiter.updateSettings(storeSettings(share(settings)));
+      const target = clustered;
+      if (target !== undefined) await target.limiter.updateSettings(storeSettings(settings));
+    },
+    waiting: () => local.waiting + (clustered?.queue.waiting ?? 0),
     async close() {
-      await Promise.all([Promise.resolve().then(() => local.stop({ dropWaitingJobs: true })), closeClustered(clustered)]).catch(() => undefined);
+      local.close();
+      await Promise.all([Promise.resolve().then(() => localLimiter.stop({ dropWaitingJobs: true })), closeClustered(clustered)]).catch(() => undefined);
     },
   };
 }

@@ -44,6 +44,10 @@ export interface SandboxStats {
   maxInFlight: number;
   /** Most API requests started within one wall-clock second. */
   maxPerSecond: number;
+  /** Most API requests started within any 1 000 ms (a sliding window: stricter than the above). */
+  maxPerSlidingSecond: number;
+  /** API requests started in each wall-clock second (epoch seconds → count), the last 600. */
+  startsBySecond: Record<string, number>;
   rateLimited: number;
   /** Requests received per path (with query), for tests that count one key's fetches. */
   byTarget: Record<string, number>;
@@ -96,7 +100,7 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
 }
 
 function emptyStats(): SandboxStats {
-  return { served: 0, inFlight: 0, maxInFlight: 0, maxPerSecond: 0, rateLimited: 0, byTarget: {} };
+  return { served: 0, inFlight: 0, maxInFlight: 0, maxPerSecond: 0, maxPerSlidingSecond: 0, startsBySecond: {}, rateLimited: 0, byTarget: {} };
 }
 
 export function createSandbox(options: SandboxOptions): Sandbox {
@@ -113,6 +117,8 @@ export function createSandbox(options: SandboxOptions): Sandbox {
   let rateLimit = options.rateLimitPerSecond ?? 0;
   let windowSecond = 0;
   let windowCount = 0;
+  /** Start times (ms) within the last second, oldest first. */
+  const recentStarts: number[] = [];
   let listenPort = 0;
   let listenHost = '127.0.0.1';
   let refusing: Promise<void> | undefined;
@@ -130,6 +136,13 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     }
     windowCount += 1;
     stats.maxPerSecond = Math.max(stats.maxPerSecond, windowCount);
+    stats.startsBySecond[String(second)] = windowCount;
+    const seconds = Object.keys(stats.startsBySecond);
+    if (seconds.length > 600) delete stats.startsBySecond[seconds[0] ?? ''];
+    const at = performance.now();
+    recentStarts.push(at);
+    while (recentStarts.length > 0 && (recentStarts[0] ?? at) <= at - 1_000) recentStarts.shift();
+    stats.maxPerSlidingSecond = Math.max(stats.maxPerSlidingSecond, recentStarts.length);
   }
 
   async function authenticate(req: IncomingMessage): Promise<Principal | undefined> {
@@ -302,6 +315,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     stats: () => structuredClone(stats),
     resetStats() {
       stats = emptyStats();
+      recentStarts.length = 0;
     },
     setRateLimit(perSecond) {
       rateLimit = perSecond;

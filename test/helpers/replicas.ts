@@ -33,7 +33,9 @@ export function redisOk(replica: Replica): Promise<boolean> {
 
 export interface ReplicaEnv {
   readonly UPSTREAM_URL: string;
-  readonly REDIS_URL: string;
+  /** One of the two: a single Redis, or a Redis Cluster's seed nodes. */
+  readonly REDIS_URL?: string;
+  readonly REDIS_CLUSTER_NODES?: string;
   readonly JWT_SECRET: string;
   readonly CONFIG_FILE?: string;
   readonly ADMIN_TOKEN?: string;
@@ -41,7 +43,8 @@ export interface ReplicaEnv {
 
 /** Starts a replica on free ports and waits until it serves with Redis connected. */
 export async function startReplica(env: ReplicaEnv): Promise<Replica> {
-  const child = runNode('dist/main.js', { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env });
+  const defined = Object.fromEntries(Object.entries(env).filter((pair): pair is [string, string] => pair[1] !== undefined));
+  const child = runNode('dist/main.js', { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...defined });
   const [, port, adminPort] = await child.waitFor(/"port":(\d+),"adminPort":(\d+)/);
   const replica = { process: child, url: `http://127.0.0.1:${String(port)}`, adminUrl: `http://127.0.0.1:${String(adminPort)}` };
   // Without Redis the first requests would (correctly) fail open, each replica on its own.

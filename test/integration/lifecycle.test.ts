@@ -151,7 +151,7 @@ describe('SIGHUP', () => {
       writeFileSync(file, 'cache:\n  resources:\n    warehouses: { ttl: 90 }\nrateLimit:\n  replicas: 3\n');
       replica.process.child.kill('SIGHUP');
       await replica.process.waitFor(/"msg":"config reloaded"/);
-      expect(replica.process.stdout()).toMatch(/"needsRestart":\["rateLimit"\]/);
+      expect(replica.process.stdout()).toMatch(/"needsRestart":\["rateLimit.replicas"\]/);
       // The page cached under the old ttl is fresh for the new one too (freshness is read at serve time).
       const reloaded = await getWithToken(replica.url, target, reader);
       expect(reloaded.headers['cache-control']).toMatch(/^private, max-age=(89|90)$/);

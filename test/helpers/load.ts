@@ -1,0 +1,49 @@
+/**
+ * A closed-loop load for the multi-replica suites: `connections` clients, each sending its next
+ * request as soon as the last is answered, for a while. Every answer is counted by status; nothing
+ * is timed for an assertion (speed is the benchmark's business), only counted.
+ */
+import { Agent, request } from 'undici';
+
+export interface LoadTarget {
+  readonly base: string;
+  readonly path: string;
+  readonly token: string;
+}
+
+export interface LoadResult {
+  readonly answers: number;
+  readonly byStatus: Readonly<Record<string, number>>;
+  /** Connection errors (no HTTP answer at all). */
+  readonly errors: number;
+}
+
+export async function closedLoop(options: {
+  readonly connections: number;
+  readonly durationMs: number;
+  /** The `i`-th request of the run (0-based, over all clients). */
+  readonly next: (i: number) => LoadTarget;
+}): Promise<LoadResult> {
+  const dispatcher = new Agent({ connections: options.connections, keepAliveTimeout: 10_000 });
+  const byStatus: Record<string, number> = {};
+  let answers = 0;
+  let errors = 0;
+  let issued = 0;
+  const deadline = Date.now() + options.durationMs;
+  async function client(): Promise<void> {
+    while (Date.now() < deadline) {
+      const target = options.next(issued++);
+      try {
+        const res = await request(`${target.base}${target.path}`, { dispatcher, headers: { authorization: `Bearer ${target.token}` } });
+        await res.body.dump();
+        byStatus[String(res.statusCode)] = (byStatus[String(res.statusCode)] ?? 0) + 1;
+        answers += 1;
+      } catch {
+        errors += 1;
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: options.connections }, () => client()));
+  await dispatcher.close();
+  return { answers, byStatus, errors };
+}
