@@ -27,7 +27,7 @@ import { Socket } from 'node:net';
 import { setImmediate as turn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
-import { InMemoryAccessLists } from '../src/auth/access-lists.js';
+import { NO_ACCESS_LISTS } from '../src/auth/access-lists.js';
 import { createAuthenticator } from '../src/auth/authenticate.js';
 import { DEFAULT_AUTHORIZATION_POLICY, authorize } from '../src/auth/authorize.js';
 import { readBearer } from '../src/auth/bearer.js';
@@ -201,7 +201,7 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
   const prefix = 'benchhb';
 
   // ── the real components, wired as src/app.ts wires them ──
-  const lists = new InMemoryAccessLists();
+  const lists = NO_ACCESS_LISTS;
   const verifier = createTokenVerifier({ keys: { kind: 'secret', secret }, clockToleranceSeconds: 30, claims: DEFAULT_CLAIM_NAMES });
   const authenticator = createAuthenticator(verifier, lists);
   const policies = new CachePolicies(BUILT_IN_CONFIG.cache);

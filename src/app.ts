@@ -5,12 +5,11 @@
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { Logger } from 'pino';
-import { type AccessLists, InMemoryAccessLists } from './auth/access-lists.js';
+import { type AccessLists, accessListsOver } from './auth/access-lists.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import type { KeySourceOptions } from './auth/key-source.js';
 import { createTokenVerifier, tokenDigest } from './auth/verify-token.js';
 import { type Phase, createAdminApp } from './admin/admin-app.js';
-import { createSharedControl } from './admin/shared-control.js';
 import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from './cache/coordinator.js';
 import { L1Cache } from './cache/l1.js';
 import { createMemoryStore } from './cache/memory-store.js';
@@ -18,6 +17,8 @@ import { CachePolicies } from './cache/policy.js';
 import { type ReadService, createReadService } from './cache/read-service.js';
 import { type RedisClient, RedisHealth, createRedisClient } from './cache/redis-connection.js';
 import { createRedisStore } from './cache/redis-store.js';
+import { type PurgeBus, createLocalPurgeBus, createRedisPurgeBus } from './cache/purge-bus.js';
+import { type OperatorControl, createOperatorControl } from './control/operator-control.js';
 import type { CacheStore } from './cache/store.js';
 import type { FileConfig } from './config/schema.js';
 import { ShuttingDownError } from './errors/proxy-error.js';
@@ -42,6 +43,8 @@ import { type Passthrough, createPassthrough } from './upstream/passthrough.js';
 export interface RedisSettings {
   readonly url?: string | undefined;
   readonly clusterNodes?: readonly string[] | undefined;
+  /** A Redis of its own for the operator state (`CONTROL_REDIS_URL`); else the one above. */
+  readonly controlUrl?: string | undefined;
 }
 
 /** A shared Redis is configured (else the cache is in-process, one replica). */
@@ -58,8 +61,6 @@ export interface ProxyAppOptions {
   readonly logger: Logger;
   /** Without it the cache is in-process (one replica). */
   readonly redis?: RedisSettings | undefined;
-  /** Revocations and blocks; the operations issue backs them with Redis. */
-  readonly lists?: AccessLists;
   /** Enables the operator API on the admin port (`ADMIN_TOKEN`). */
   readonly adminToken?: string | undefined;
   readonly now?: () => number;
@@ -81,6 +82,8 @@ export interface ListenOptions {
 export interface ProxyApp {
   readonly server: Server;
   readonly adminServer: Server;
+  /** The operator state: TTL overrides, revocations and blocks. */
+  readonly control: OperatorControl;
   readonly lists: AccessLists;
   readonly policies: CachePolicies;
   readonly store: CacheStore;
@@ -120,6 +123,7 @@ interface CacheParts {
   readonly store: CacheStore;
   readonly l1: L1Cache | undefined;
   readonly coordinator: FillCoordinator;
+  readonly purges: PurgeBus;
   readonly redisState: () => string;
   /** The shared Redis, when there is one: the inbound limits count there too. */
   readonly redis: { readonly client: RedisClient; readonly subscriber: RedisClient; readonly health: RedisHealth; readonly prefix: string } | undefined;
@@ -139,6 +143,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       store: createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) }),
       l1: undefined,
       coordinator: LOCAL_COORDINATOR,
+      purges: createLocalPurgeBus(),
       redisState: () => 'none',
       redis: undefined,
       ready: () => Promise.resolve(),
@@ -171,6 +176,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       // A leader's lease outlives its longest upstream exchange; only a dead leader's expires.
       leaseMs: config.upstream.timeout * 1000 + 2_000,
     }),
+    purges: createRedisPurgeBus({ client, subscriber, channel: `${prefix}:purge`, onError: (error) => onError(error instanceof Error ? error : new Error(String(error))) }),
     redisState: () => health.state(),
     redis: { client, subscriber, health, prefix },
     ready() {
@@ -193,9 +199,36 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   };
 }
 
+/** The operator state's own connections: commands may take longer than a cache lookup's 100 ms. */
+const CONTROL_COMMAND_TIMEOUT_MS = 1_000;
+
+function createControl(options: ProxyAppOptions, metrics: Metrics): { control: OperatorControl; close(): void } {
+  const { config, logger, redis } = options;
+  const onError = (error: unknown): void => {
+    metrics.redisError('control');
+    logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'operator state not confirmed with Redis');
+  };
+  const now = options.now === undefined ? {} : { now: options.now };
+  const timing = { syncIntervalMs: config.control.syncInterval * 1000, ...now, onError };
+  if (redis === undefined || !usesRedis(redis)) return { control: createOperatorControl(timing), close: () => undefined };
+  const connection = {
+    ...(redis.controlUrl === undefined ? { url: redis.url, clusterNodes: redis.clusterNodes } : { url: redis.controlUrl }),
+    commandTimeoutMs: CONTROL_COMMAND_TIMEOUT_MS,
+    onError: (error: Error) => logger.debug({ err: { message: error.message } }, 'operator state redis connection error'),
+  };
+  const client = createRedisClient(connection);
+  const subscriber = createRedisClient({ ...connection, subscriber: true });
+  return {
+    control: createOperatorControl({ ...timing, redis: { client, subscriber, prefix: config.cache.keyPrefix } }),
+    close() {
+      client.disconnect();
+      subscriber.disconnect();
+    },
+  };
+}
+
 export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
   const { config, logger } = options;
-  const lists = options.lists ?? new InMemoryAccessLists();
   const verifier = createTokenVerifier({
     keys: options.keys,
     issuer: options.issuer,
@@ -219,7 +252,11 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     ...(options.processMetrics === false && { processMetrics: false }),
   });
   const cache = createCache(options, metrics);
-  const policies = new CachePolicies(config.cache);
+  const operatorState = createControl(options, metrics);
+  const control = operatorState.control;
+  const lists = accessListsOver(control.state, options.now);
+  const policies = new CachePolicies(config.cache, () => control.overrides());
+  control.onOverridesChange(() => policies.refresh());
   const breaker = new CircuitBreaker({
     failures: config.upstream.breaker.failures,
     openForMs: config.upstream.breaker.openFor * 1000,
@@ -249,20 +286,6 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     onError: (error) => logger.debug({ err: { message: error instanceof Error ? error.message : String(error) } }, 'upstream budget error'),
     onRedisFailure: () => metrics.redisError('budget'),
   });
-  // Set once the read service exists; a purge announced before that has nothing to forget.
-  let forgetter: ReadService | undefined;
-  const control = createSharedControl({
-    redis: cache.redis,
-    applyOverrides: (overrides) => policies.setOverrides(overrides),
-    applyLists: (snapshot) => {
-      if (lists instanceof InMemoryAccessLists) lists.replace(snapshot);
-    },
-    forgetLocally: (company, resource) => forgetter?.forgetLocally(company, resource),
-    onError: (error) => {
-      metrics.redisError('control');
-      logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'shared control state unavailable');
-    },
-  });
   const reads = createReadService({
     store: cache.store,
     l1: cache.l1,
@@ -274,8 +297,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       onUpstreamUnauthorized: ({ principal, token }) => {
         const revoked =
           principal.tokenId === undefined
-            ? control.revokeDigest(tokenDigest(token), principal.expiresAt)
-            : control.revokeTokenId(principal.tokenId, principal.expiresAt);
+            ? control.revoke('digest', tokenDigest(token), principal.expiresAt)
+            : control.revoke('jti', principal.tokenId, principal.expiresAt);
         void revoked.then((shared) => {
           if (!shared) logger.warn('an upstream-refused token is revoked on this replica only: Redis is unavailable');
         });
@@ -290,10 +313,10 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     // A follower waits about as long as the leader's upstream exchange may take.
     coalesceWaitMs: config.upstream.timeout * 1000 + 1_000,
     metrics,
+    purges: cache.purges,
     ...(options.now !== undefined && { now: options.now }),
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
-  forgetter = reads;
 
   const limiter = createInboundLimiter({
     perCredential: config.rateLimit.perCredential,
@@ -333,18 +356,36 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const adminServer = createServer(
     createAdminApp({
       readiness: {
-        phase: () => phase,
-        components: () => ({ upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`, cache: cache.store.kind, redis: cache.redisState() }),
+        phase() {
+          // Opt-in (control.maxStaleness): a replica that cannot confirm its operator state leaves
+          // the load balancer to the replicas that can (README, "Scaling out").
+          const { ageMs } = control.status();
+          const maxStaleness = currentConfig.control.maxStaleness;
+          return phase === 'ready' && maxStaleness > 0 && ageMs !== undefined && ageMs > maxStaleness * 1000 ? 'stale' : phase;
+        },
+        components() {
+          const status = control.status();
+          return {
+            upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`,
+            cache: cache.store.kind,
+            redis: cache.redisState(),
+            operator_state: { shared: status.shared, entries: status.entries, ...(status.ageMs !== undefined && { age_seconds: Math.floor(status.ageMs / 1000) }) },
+          };
+        },
       },
       metrics,
       log: httpLog,
-      operator: options.adminToken === undefined ? undefined : { token: options.adminToken, config: () => currentConfig, policies, reads, control },
+      operator:
+        options.adminToken === undefined
+          ? undefined
+          : { token: options.adminToken, config: () => currentConfig, policies, reads, control, ...(options.now !== undefined && { now: options.now }) },
     }),
   );
 
   return {
     server,
     adminServer,
+    control,
     lists,
     policies,
     store: cache.store,
@@ -355,7 +396,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       const adminPort = listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
       if (adminPort !== undefined) listen.onAdminListening?.(adminPort);
       await cache.ready();
-      await control.resync();
+      await control.sync();
       const port = await listenOn(server, listen.port, listen.host);
       phase = 'ready';
       return { port, adminPort };
@@ -382,6 +423,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       passthrough?.close();
       verifier.close();
       control.close();
+      operatorState.close();
       await budget.close();
       await cache.coordinator.close();
       await cache.store.close();

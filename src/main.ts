@@ -61,7 +61,7 @@ async function main(): Promise<void> {
       audience: config.env.jwtAudience,
       config: config.file,
       logger,
-      redis: { url: config.env.redisUrl, clusterNodes: config.env.redisClusterNodes },
+      redis: { url: config.env.redisUrl, clusterNodes: config.env.redisClusterNodes, controlUrl: config.env.controlRedisUrl },
       adminToken: config.env.adminToken,
     });
   } catch (error) {

@@ -1,28 +1,41 @@
 /**
- * The control plane on `ADMIN_PORT` (DESIGN §8). Liveness, readiness and metrics always; with `ADMIN_TOKEN`
- * set, the operator API behind a bearer token compared in constant time: the effective settings,
- * run-time TTL overrides (every replica), and purges (every replica). Bodies are validated and a
- * bad one is a problem+json 400 naming the field.
+ * The admin plane on `ADMIN_PORT` (README, "Operations"). Liveness, readiness and metrics always;
+ * with `ADMIN_TOKEN` set, the operator API behind a bearer token compared in constant time: the
+ * effective settings, run-time TTL overrides, purges, revocations and blocks, each shared with
+ * every replica, and the lists of what is in force. Bodies must be JSON (415 otherwise) and are
+ * checked against a strict schema: a bad one is a problem+json 400 `invalid_body` whose `pointer`
+ * names the member (RFC 9457 §3).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import { z } from 'zod';
 import { RESOURCE_NAMES, isResourceName } from '../catalog/resources.js';
 import type { CachePolicies } from '../cache/policy.js';
 import type { ReadService } from '../cache/read-service.js';
 import type { FileConfig } from '../config/schema.js';
-import { InternalError, InvalidParameterError, NotFoundError, SharedStateUnavailableError, UnauthenticatedError } from '../errors/proxy-error.js';
+import type { OperatorControl, RevocationKind } from '../control/operator-control.js';
+import { ttlOverrideSchema } from '../control/operator-state.js';
+import {
+  InternalError,
+  InvalidBodyError,
+  InvalidParameterError,
+  NotFoundError,
+  type ProxyError,
+  SharedStateUnavailableError,
+  UnauthenticatedError,
+  UnsupportedMediaTypeError,
+} from '../errors/proxy-error.js';
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../observability/metrics.js';
-import { type SharedControl, ttlOverrideSchema } from './shared-control.js';
 
-export type Phase = 'starting' | 'ready' | 'draining';
+export type Phase = 'starting' | 'ready' | 'stale' | 'draining';
 
 export interface Readiness {
-  /** Ready only between the end of the start and the beginning of a drain. */
+  /** Ready only between the end of the start and the beginning of a drain (and, when the config asks, while the operator state is current). */
   phase(): Phase;
   /** Component states for the body, e.g. `{ upstream: 'ok' }`. */
-  components(): Record<string, string>;
+  components(): Record<string, unknown>;
 }
 
 export interface OperatorApi {
@@ -30,7 +43,8 @@ export interface OperatorApi {
   readonly config: () => FileConfig;
   readonly policies: CachePolicies;
   readonly reads: ReadService;
-  readonly control: SharedControl;
+  readonly control: OperatorControl;
+  readonly now?: () => number;
 }
 
 export interface AdminAppOptions {
@@ -45,8 +59,22 @@ export interface AdminAppOptions {
 /** How long a `jti` revocation given without the token's `exp` is kept: 30 days. */
 const DEFAULT_REVOCATION_SECONDS = 30 * 86_400;
 
-/** DESIGN §5's company grammar: a positive integer, or 1–64 of `[A-Za-z0-9_-]`. */
+/** The tenant grammar of the claims (README, "Credentials and permissions"): a positive integer, or 1–64 of `[A-Za-z0-9_-]`. */
 const COMPANY = /^[A-Za-z0-9_-]{1,64}$/;
+
+const companyId = z.union([z.number().int().positive().max(Number.MAX_SAFE_INTEGER).transform(String), z.string().regex(COMPANY)]);
+const jtiRevocation = z.strictObject({ jti: z.string().min(1).max(256), exp: z.number().int().positive().optional() });
+const subRevocation = z.strictObject({ sub: z.string().min(1).max(256) });
+/** By `sub` when only `sub` is given, else by `jti`: so that an error names the member at fault. */
+function parseRevocation(body: unknown): ReturnType<typeof jtiRevocation.safeParse> | ReturnType<typeof subRevocation.safeParse> {
+  const bySub = typeof body === 'object' && body !== null && 'sub' in body && !('jti' in body);
+  return bySub ? subRevocation.safeParse(body) : jtiRevocation.safeParse(body);
+}
+const purgeBody = z.strictObject({ company_id: companyId, resource: z.string().optional() });
+
+/** Items per page of a listing, at most and by default. */
+const MAX_PAGE = 1_000;
+const DEFAULT_PAGE = 100;
 
 function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest();
@@ -58,9 +86,35 @@ function tokenMatches(header: string | undefined, expected: Buffer): boolean {
   return match?.[1] !== undefined && timingSafeEqual(digest(match[1]), expected);
 }
 
-function companyOf(value: unknown): string | undefined {
-  if (typeof value === 'number') return Number.isSafeInteger(value) && value > 0 ? String(value) : undefined;
-  return typeof value === 'string' && COMPANY.test(value) ? value : undefined;
+function companyOf(value: string): string | undefined {
+  return COMPANY.test(value) ? value : undefined;
+}
+
+/** The first problem of a zod parse, as `invalid_body` pointing at the member (RFC 6901 escaping). */
+function bodyProblem(error: z.ZodError): InvalidBodyError {
+  const issue = error.issues[0];
+  const path = issue?.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0] ?? ''] : (issue?.path ?? []);
+  const pointer = `#${path.map((part) => `/${String(part).replaceAll('~', '~0').replaceAll('/', '~1')}`).join('')}`;
+  const detail = issue?.code === 'unrecognized_keys' ? 'Unknown member.' : issue?.code === 'invalid_type' && issue.input === undefined ? 'A required member is missing.' : 'Invalid value.';
+  return new InvalidBodyError(pointer, detail);
+}
+
+/** A page of a sorted listing: `after` is the last key of the previous page (opaque to clients). */
+function page<T>(items: readonly T[], keyOf: (item: T) => string, query: Request['query']): { items: T[]; next: string | null } | ProxyError {
+  const limitText = typeof query.limit === 'string' ? query.limit : undefined;
+  const limit = limitText === undefined ? DEFAULT_PAGE : Number(limitText);
+  if (limitText !== undefined && (!/^[1-9][0-9]{0,3}$/.test(limitText) || limit > MAX_PAGE)) return new InvalidParameterError('limit', `1 to ${String(MAX_PAGE)}.`);
+  let start = 0;
+  if (query.after !== undefined) {
+    if (typeof query.after !== 'string' || !/^[A-Za-z0-9_-]{1,2048}$/.test(query.after)) return new InvalidParameterError('after', 'The `next` of the previous page.');
+    const after = Buffer.from(query.after, 'base64url').toString('utf8');
+    start = items.findIndex((item) => keyOf(item) > after);
+    if (start === -1) start = items.length;
+  }
+  const slice = items.slice(start, start + limit);
+  const last = slice.at(-1);
+  const more = start + limit < items.length && last !== undefined;
+  return { items: slice, next: more ? Buffer.from(keyOf(last), 'utf8').toString('base64url') : null };
 }
 
 export function createAdminApp(options: AdminAppOptions): Express {
@@ -87,85 +141,107 @@ export function createAdminApp(options: AdminAppOptions): Express {
 
   if (operator !== undefined) {
     const expected = digest(operator.token);
-    const problem = (req: Request, res: Response, error: Parameters<typeof writeProblem>[1]): void => writeProblem(res, error, requestIdOf(req));
-    /** A change Redis could not take to the other replicas (it applies here): not a success. */
+    const now = operator.now ?? Date.now;
+    const { control } = operator;
+    const problem = (req: Request, res: Response, error: ProxyError): void => writeProblem(res, error, requestIdOf(req));
+    /** A change Redis could not take to the other replicas yet (it applies here): not a success. */
     const notShared = (req: Request, res: Response): void => problem(req, res, new SharedStateUnavailableError());
+    const noStore = (res: Response): Response => res.set('cache-control', 'no-store');
 
     app.use('/admin', function requireAdminToken(req: Request, res: Response, next: NextFunction) {
       if (!tokenMatches(req.headers.authorization, expected)) return problem(req, res, new UnauthenticatedError(req.headers.authorization === undefined ? 'missing' : 'signature'));
       next();
     });
-    app.use('/admin', express.json({ limit: '16kb' }));
+    app.use('/admin', function requireJson(req: Request, res: Response, next: NextFunction) {
+      // A body must say it is JSON; one sent as a form or as text would otherwise arrive empty and
+      // be blamed on a missing member (RFC 9110 §15.5.16).
+      const hasBody = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
+      if (hasBody && !req.is(['application/json', 'application/*+json'])) return problem(req, res, new UnsupportedMediaTypeError());
+      next();
+    });
+    app.use('/admin', express.json({ limit: '16kb', strict: false, type: ['application/json', 'application/*+json'] }));
 
     app.get('/admin/config', function effectiveConfig(_req: Request, res: Response) {
       const config = operator.config();
-      const overrides = operator.control.overrides();
+      const overrides = control.overrides();
       const resources = Object.fromEntries(
         RESOURCE_NAMES.map((name) => [name, { ...operator.policies.policyFor(name), ...(overrides[name] !== undefined && { override: overrides[name] }) }]),
       );
-      res.set('cache-control', 'no-store').json({ cache: { ...config.cache, effective: resources }, rateLimit: config.rateLimit, upstream: config.upstream, auth: config.auth });
+      noStore(res).json({ cache: { ...config.cache, effective: resources }, rateLimit: config.rateLimit, upstream: config.upstream, control: config.control, auth: config.auth });
+    });
+
+    app.get('/admin/cache/ttl', function listTtl(_req: Request, res: Response) {
+      noStore(res).json({ overrides: control.overrides() });
     });
 
     app.put('/admin/cache/ttl/:resource', async function setTtl(req: Request, res: Response) {
       const resource = String(req.params.resource);
       if (!isResourceName(resource)) return problem(req, res, new NotFoundError('No such resource.'));
       const parsed = ttlOverrideSchema.safeParse(req.body);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        const field = issue?.code === 'unrecognized_keys' ? (issue.keys[0] ?? 'body') : (issue?.path.map(String).join('.') ?? 'body');
-        return problem(req, res, new InvalidParameterError(field === '' ? 'body' : field, 'Give whole seconds for ttl, staleWhileRevalidate, staleIfError or notFoundTtl.'));
-      }
-      if (!(await operator.control.setOverride(resource, parsed.data))) return notShared(req, res);
-      res.set('cache-control', 'no-store').json({ resource, override: parsed.data, effective: operator.policies.policyFor(resource) });
+      if (!parsed.success) return problem(req, res, bodyProblem(parsed.error));
+      if (!(await control.setOverride(resource, parsed.data))) return notShared(req, res);
+      noStore(res).json({ resource, override: parsed.data, effective: operator.policies.policyFor(resource) });
     });
 
     app.delete('/admin/cache/ttl/:resource', async function deleteTtl(req: Request, res: Response) {
       const resource = String(req.params.resource);
       if (!isResourceName(resource)) return problem(req, res, new NotFoundError('No such resource.'));
-      if (!(await operator.control.deleteOverride(resource))) return notShared(req, res);
+      if (!(await control.deleteOverride(resource))) return notShared(req, res);
       res.status(204).end();
     });
 
     app.post('/admin/cache/purge', async function purge(req: Request, res: Response) {
-      const body: unknown = req.body;
-      const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
-      for (const key of Object.keys(fields)) if (key !== 'company_id' && key !== 'resource') return problem(req, res, new InvalidParameterError(key, 'Unknown field.'));
-      const company = companyOf(fields.company_id);
-      if (company === undefined) return problem(req, res, new InvalidParameterError('company_id', 'A positive integer or 1-64 characters of A-Z a-z 0-9 _ -.'));
-      const resource = fields.resource;
-      if (resource !== undefined && (typeof resource !== 'string' || !isResourceName(resource))) return problem(req, res, new NotFoundError('No such resource.'));
-      // Without the store's new generation the other replicas keep serving: not a success.
-      const stored = await operator.reads.purge(company, resource);
-      const announced = await operator.control.announcePurge(company, resource);
-      if (!stored || !announced) return notShared(req, res);
-      res.set('cache-control', 'no-store').json({ company_id: company, resource: resource ?? null, purged: true });
+      const parsed = purgeBody.safeParse(req.body);
+      if (!parsed.success) return problem(req, res, bodyProblem(parsed.error));
+      const { company_id: company, resource } = parsed.data;
+      if (resource !== undefined && !isResourceName(resource)) return problem(req, res, new NotFoundError('No such resource.'));
+      // Without the store's new generation, or the announcement, the other replicas keep serving.
+      if (!(await operator.reads.purge(company, resource))) return notShared(req, res);
+      noStore(res).json({ company_id: company, resource: resource ?? null, purged: true });
+    });
+
+    app.get('/admin/revocations', function listRevocations(req: Request, res: Response) {
+      const listed = page(control.revocations(), (r) => `${r.kind}/${r.id}`, req.query);
+      if (!('items' in listed)) return problem(req, res, listed);
+      noStore(res).json(listed);
     });
 
     app.post('/admin/revocations', async function revoke(req: Request, res: Response) {
-      const body: unknown = req.body;
-      const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
-      for (const key of Object.keys(fields)) if (key !== 'jti' && key !== 'sub' && key !== 'exp') return problem(req, res, new InvalidParameterError(key, 'Unknown field.'));
-      const { jti, sub, exp } = fields;
-      if ((jti === undefined) === (sub === undefined)) return problem(req, res, new InvalidParameterError('jti', 'Give exactly one of jti or sub.'));
-      if (exp !== undefined && (typeof exp !== 'number' || !Number.isInteger(exp) || exp <= 0)) return problem(req, res, new InvalidParameterError('exp', 'Seconds since the epoch.'));
-      if (jti !== undefined) {
-        if (typeof jti !== 'string' || jti === '' || jti.length > 256) return problem(req, res, new InvalidParameterError('jti', 'A token id (1-256 characters).'));
-        // Kept until the token's exp; without one, for the longest a token may reasonably live.
-        const until = exp ?? Math.floor(Date.now() / 1000) + DEFAULT_REVOCATION_SECONDS;
-        if (!(await operator.control.revokeTokenId(jti, until))) return notShared(req, res);
-        return void res.status(201).set('cache-control', 'no-store').json({ jti, until });
+      const parsed = parseRevocation(req.body);
+      if (!parsed.success) return problem(req, res, bodyProblem(parsed.error));
+      const body = parsed.data;
+      if ('sub' in body) {
+        if (!(await control.revoke('sub', body.sub))) return notShared(req, res);
+        return void noStore(res).status(201).json({ sub: body.sub });
       }
-      if (typeof sub !== 'string' || sub === '' || sub.length > 256) return problem(req, res, new InvalidParameterError('sub', 'A subject (1-256 characters).'));
-      if (!(await operator.control.revokeSubject(sub))) return notShared(req, res);
-      res.status(201).set('cache-control', 'no-store').json({ sub });
+      const nowSeconds = Math.floor(now() / 1000);
+      // A token whose exp has passed is refused anyway: a revocation of it would do nothing.
+      if (body.exp !== undefined && body.exp <= nowSeconds) return problem(req, res, new InvalidBodyError('#/exp', 'That token has already expired.'));
+      // Kept until the token's exp; without one, for the longest a token may reasonably live.
+      const until = body.exp ?? nowSeconds + DEFAULT_REVOCATION_SECONDS;
+      if (!(await control.revoke('jti', body.jti, until))) return notShared(req, res);
+      noStore(res).status(201).json({ jti: body.jti, until });
+    });
+
+    app.delete('/admin/revocations/:kind/:id', async function unrevoke(req: Request, res: Response) {
+      const kind = String(req.params.kind);
+      if (kind !== 'jti' && kind !== 'sub' && kind !== 'digest') return problem(req, res, new NotFoundError('Revocations are by jti, sub or digest.'));
+      if (!(await control.unrevoke(kind satisfies RevocationKind, String(req.params.id)))) return notShared(req, res);
+      res.status(204).end();
+    });
+
+    app.get('/admin/blocks', function listBlocks(req: Request, res: Response) {
+      const listed = page(control.blocks(), (b) => `${b.kind}/${b.company_id}/${b.employee_id ?? ''}`, req.query);
+      if (!('items' in listed)) return problem(req, res, listed);
+      noStore(res).json(listed);
     });
 
     const block = (blocked: boolean) =>
       async function setCompanyBlock(req: Request, res: Response): Promise<void> {
         const company = companyOf(String(req.params.company));
         if (company === undefined) return problem(req, res, new InvalidParameterError('company', 'A company id.'));
-        if (!(await operator.control.blockCompany(company, blocked))) return notShared(req, res);
-        res.status(blocked ? 200 : 204).set('cache-control', 'no-store');
+        if (!(await control.blockCompany(company, blocked))) return notShared(req, res);
+        noStore(res).status(blocked ? 200 : 204);
         if (blocked) res.json({ company_id: company, blocked });
         else res.end();
       };
@@ -175,11 +251,11 @@ export function createAdminApp(options: AdminAppOptions): Express {
     const blockEmployee = (blocked: boolean) =>
       async function setEmployeeBlock(req: Request, res: Response): Promise<void> {
         const company = companyOf(String(req.params.company));
-        const employee = companyOf(String(req.params.employee)); // the same grammar (DESIGN §5)
+        const employee = companyOf(String(req.params.employee)); // the same grammar
         if (company === undefined) return problem(req, res, new InvalidParameterError('company', 'A company id.'));
         if (employee === undefined) return problem(req, res, new InvalidParameterError('employee', 'An employee id.'));
-        if (!(await operator.control.blockEmployee(company, employee, blocked))) return notShared(req, res);
-        res.status(blocked ? 200 : 204).set('cache-control', 'no-store');
+        if (!(await control.blockEmployee(company, employee, blocked))) return notShared(req, res);
+        noStore(res).status(blocked ? 200 : 204);
         if (blocked) res.json({ company_id: company, employee_id: employee, blocked });
         else res.end();
       };
@@ -192,8 +268,16 @@ export function createAdminApp(options: AdminAppOptions): Express {
   });
   app.use(function onError(error: unknown, req: Request, res: Response, _next: NextFunction) {
     if (res.headersSent) return void res.destroy();
-    const malformed = typeof error === 'object' && error !== null && 'type' in error && error.type === 'entity.parse.failed';
-    writeProblem(res, malformed ? new InvalidParameterError('body', 'The body is not JSON.') : new InternalError(), requestIdOf(req));
+    const type = typeof error === 'object' && error !== null && 'type' in error ? error.type : undefined;
+    const answer =
+      type === 'entity.parse.failed'
+        ? new InvalidBodyError('#', 'The body is not JSON.')
+        : type === 'entity.too.large'
+          ? new InvalidBodyError('#', 'The body is over 16 KiB.')
+          : type === 'encoding.unsupported' || type === 'charset.unsupported'
+            ? new UnsupportedMediaTypeError()
+            : new InternalError();
+    writeProblem(res, answer, requestIdOf(req));
   });
   return app;
 }

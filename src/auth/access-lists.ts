@@ -1,7 +1,7 @@
 /**
- * The seam for revocations and blocks (DESIGN §5, §8). Checked on every request, cache hits
- * included. The operations issue feeds these lists from Redis and pub/sub; until then they are
- * in-process and empty unless a caller fills them.
+ * The seam for revocations and blocks (README, "Credentials and permissions"): what authentication
+ * and authorisation ask, on every request, cache hits included. The answers come from the operator
+ * state (src/control/), which owns the lists; this side only reads them.
  */
 import type { Principal } from './principal.js';
 import { tokenDigest } from './verify-token.js';
@@ -17,91 +17,30 @@ export interface AccessLists {
   isEmployeeBlocked(company: string, employee: string): boolean;
 }
 
-/** Everything the lists hold, as shared between replicas. */
-export interface AccessSnapshot {
-  /** jti → `exp` (seconds). */
-  readonly tokenIds: Readonly<Record<string, number>>;
-  /** token digest → `exp` (seconds). */
-  readonly digests: Readonly<Record<string, number>>;
-  readonly subjects: readonly string[];
-  readonly companies: readonly string[];
-  /** `company/employee`. */
-  readonly employees: readonly string[];
+/** What the lists are read from (the operator state satisfies it); times in ms since the epoch. */
+export interface AccessState {
+  isRevoked(principal: { readonly subject?: string | undefined; readonly tokenId?: string | undefined }, nowMs: number): boolean;
+  /** Whether any token is revoked by digest: only then is a token hashed. */
+  readonly hasDigests: boolean;
+  isDigestRevoked(digest: string, nowMs: number): boolean;
+  isCompanyBlocked(company: string): boolean;
+  isEmployeeBlocked(company: string, employee: string): boolean;
 }
 
-export class InMemoryAccessLists implements AccessLists {
-  /** jti → `exp` in seconds: a revocation is kept until the token would have expired anyway. */
-  #revokedTokenIds = new Map<string, number>();
-  #revokedDigests = new Map<string, number>();
-  #revokedSubjects = new Set<string>();
-  #blockedCompanies = new Set<string>();
-  #blockedEmployees = new Set<string>();
-  readonly #now: () => number;
-
-  constructor(now: () => number = Date.now) {
-    this.#now = now;
-  }
-
-  revokeTokenId(jti: string, expiresAt: number): void {
-    this.#revokedTokenIds.set(jti, expiresAt);
-  }
-
-  revokeDigest(digest: string, expiresAt: number): void {
-    this.#revokedDigests.set(digest, expiresAt);
-  }
-
-  /** Replaces everything at once (a replica applying the shared lists). */
-  replace(snapshot: AccessSnapshot): void {
-    this.#revokedTokenIds = new Map(Object.entries(snapshot.tokenIds));
-    this.#revokedDigests = new Map(Object.entries(snapshot.digests));
-    this.#revokedSubjects = new Set(snapshot.subjects);
-    this.#blockedCompanies = new Set(snapshot.companies);
-    this.#blockedEmployees = new Set(snapshot.employees);
-  }
-
-  isTokenRevoked(token: string): boolean {
-    if (this.#revokedDigests.size === 0) return false; // the hit path hashes nothing in the usual case
-    const until = this.#revokedDigests.get(tokenDigest(token));
-    return until !== undefined && until * 1000 > this.#now();
-  }
-
-  revokeSubject(sub: string): void {
-    this.#revokedSubjects.add(sub);
-  }
-
-  blockCompany(company: string, blocked = true): void {
-    if (blocked) this.#blockedCompanies.add(company);
-    else this.#blockedCompanies.delete(company);
-  }
-
-  blockEmployee(company: string, employee: string, blocked = true): void {
-    const key = employeeKey(company, employee);
-    if (blocked) this.#blockedEmployees.add(key);
-    else this.#blockedEmployees.delete(key);
-  }
-
-  isRevoked(principal: Principal): boolean {
-    if (principal.subject !== undefined && this.#revokedSubjects.has(principal.subject)) return true;
-    if (principal.tokenId === undefined) return false;
-    const until = this.#revokedTokenIds.get(principal.tokenId);
-    if (until === undefined) return false;
-    if (until * 1000 <= this.#now()) {
-      this.#revokedTokenIds.delete(principal.tokenId); // the token has expired: nothing left to refuse
-      return false;
-    }
-    return true;
-  }
-
-  isCompanyBlocked(company: string): boolean {
-    return this.#blockedCompanies.size > 0 && this.#blockedCompanies.has(company);
-  }
-
-  isEmployeeBlocked(company: string, employee: string): boolean {
-    return this.#blockedEmployees.size > 0 && this.#blockedEmployees.has(employeeKey(company, employee));
-  }
+export function accessListsOver(state: AccessState, now: () => number = Date.now): AccessLists {
+  return {
+    isRevoked: (principal) => state.isRevoked(principal, now()),
+    // The hit path hashes nothing in the usual case: no token revoked by its digest.
+    isTokenRevoked: (token) => state.hasDigests && state.isDigestRevoked(tokenDigest(token), now()),
+    isCompanyBlocked: (company) => state.isCompanyBlocked(company),
+    isEmployeeBlocked: (company, employee) => state.isEmployeeBlocked(company, employee),
+  };
 }
 
-/** Company ids cannot contain `/` (DESIGN §5 grammar), so this join is unambiguous. */
-function employeeKey(company: string, employee: string): string {
-  return `${company}/${employee}`;
-}
+/** Nothing revoked, nothing blocked (the sandbox, which has no operator). */
+export const NO_ACCESS_LISTS: AccessLists = {
+  isRevoked: () => false,
+  isTokenRevoked: () => false,
+  isCompanyBlocked: () => false,
+  isEmployeeBlocked: () => false,
+};

@@ -1,7 +1,8 @@
 /**
- * Per-resource cache policy (DESIGN §6): the config's defaults, each resource's overrides, and —
- * through `setOverrides` — the run-time overrides of the operator API. Every read of a policy goes
- * through `policyFor`, so a run-time change applies to the next request.
+ * Per-resource cache policy (README, "The cache"): the config's defaults, each resource's overrides,
+ * and the run-time overrides of the operator API, read from their owner (the operator state) and
+ * never kept here. Every read of a policy goes through `policyFor`, so a run-time change applies
+ * to the next request: the owner calls `refresh` when the overrides change.
  */
 import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
 import type { CachePolicy, FileConfig, Partition } from '../config/schema.js';
@@ -14,11 +15,12 @@ export type PolicyOverrides = Partial<Record<ResourceName, Partial<CachePolicy>>
 
 export class CachePolicies {
   #config: FileConfig['cache'];
-  #overrides: PolicyOverrides = {};
+  readonly #overrides: () => PolicyOverrides;
   #effective = new Map<ResourceName, EffectivePolicy>();
 
-  constructor(config: FileConfig['cache']) {
+  constructor(config: FileConfig['cache'], overrides: () => PolicyOverrides = () => ({})) {
     this.#config = config;
+    this.#overrides = overrides;
     this.#rebuild();
   }
 
@@ -28,9 +30,8 @@ export class CachePolicies {
     return policy;
   }
 
-  /** Replaces the run-time overrides (the operations issue feeds them from Redis). */
-  setOverrides(overrides: PolicyOverrides): void {
-    this.#overrides = overrides;
+  /** The run-time overrides changed: the effective policies are built again from them. */
+  refresh(): void {
     this.#rebuild();
   }
 
@@ -40,15 +41,12 @@ export class CachePolicies {
     this.#rebuild();
   }
 
-  overrides(): PolicyOverrides {
-    return this.#overrides;
-  }
-
   #rebuild(): void {
     const next = new Map<ResourceName, EffectivePolicy>();
+    const overrides = this.#overrides();
     for (const name of RESOURCE_NAMES) {
       const { partition = this.#config.partition, ...fromFile } = this.#config.resources[name] ?? {};
-      next.set(name, Object.freeze({ ...this.#config.defaults, ...fromFile, ...this.#overrides[name], partition }));
+      next.set(name, Object.freeze({ ...this.#config.defaults, ...fromFile, ...overrides[name], partition }));
     }
     this.#effective = next;
   }

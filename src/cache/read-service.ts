@@ -24,6 +24,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { FillCoordinator } from './coordinator.js';
 import { type CacheEntry, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
+import { type PurgeBus, createLocalPurgeBus } from './purge-bus.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
 import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
 
@@ -60,13 +61,11 @@ export interface ReadService {
    */
   serveHot(request: ReadRequest): ReadOutcome | undefined;
   /**
-   * Makes every entry of the company (or of one of its resources) a miss: a new generation in the
-   * store, and this process's L1 copies dropped at once. Other replicas' L1 copies go within
-   * `cache.l1.ttl`. Resolves false when the store could not be reached.
+   * Makes every entry of the company (or of one of its resources) a miss on every replica: a new
+   * generation in the store, and every replica's L1 copies dropped at once (the purge bus).
+   * Resolves false when the store or the bus could not be reached.
    */
   purge(company: string, resource?: ResourceName): Promise<boolean>;
-  /** Drops this process's L1 copies of a group purged elsewhere (its store generation changed). */
-  forgetLocally(company: string, resource?: ResourceName): void;
 }
 
 /** The result of one fill, as every request waiting on it sees it. */
@@ -92,6 +91,8 @@ export interface ReadServiceOptions {
   readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup'>;
   /** Background refreshes and their failures, for tests and metrics. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
+  /** How purges reach the other replicas (default: this process only). */
+  readonly purges?: PurgeBus;
 }
 
 const MAX_JOIN_ATTEMPTS = 3;
@@ -244,16 +245,20 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     options.onBackgroundRefresh?.(settled);
   }
 
-  return {
-    forgetLocally(company, resource) {
-      for (const name of resource === undefined ? RESOURCE_NAMES : [resource]) l1?.forgetGroup(groupTag({ company, resource: name }));
-    },
+  const purges = options.purges ?? createLocalPurgeBus();
+  // The cache subscribes to its own purges: a replica's L1 never serves a group purged anywhere.
+  purges.subscribe((company, resource) => {
+    for (const name of resource === undefined ? RESOURCE_NAMES : [resource]) l1?.forgetGroup(groupTag({ company, resource: name }));
+  });
 
+  return {
     async purge(company, resource) {
       const groups = (resource === undefined ? RESOURCE_NAMES : [resource]).map((name) => ({ company, resource: name }));
-      for (const group of groups) l1?.forgetGroup(groupTag(group));
       const generations = await Promise.all(groups.map((group) => store.purge(group)));
-      return generations.every((g) => g !== undefined);
+      // Announced after the new generation is stored: a replica that drops its L1 copy then reads
+      // the new generation, never the old one again.
+      const announced = await purges.announce(company, resource);
+      return announced && generations.every((g) => g !== undefined);
     },
 
     serveHot(request) {

@@ -26,6 +26,8 @@ export interface EnvConfig {
   readonly upstreamUrl: string | undefined;
   readonly redisUrl: string | undefined;
   readonly redisClusterNodes: readonly string[] | undefined;
+  /** A Redis of its own for the operator state (persistent); else the cache's Redis. */
+  readonly controlRedisUrl: string | undefined;
   readonly keySource: KeySourceSetting | undefined;
   readonly jwtAlgorithms: readonly string[] | undefined;
   readonly jwtIssuer: string | undefined;
@@ -107,12 +109,17 @@ export function loadEnv(env: Env): EnvConfig {
   for (const node of clusterNodes ?? []) {
     if (!/^[A-Za-z0-9.-]+:[0-9]{1,5}$/.test(node)) throw new ConfigError('REDIS_CLUSTER_NODES', `"${node}" is not host:port`);
   }
+  const controlRedisUrl = httpUrl(env, 'CONTROL_REDIS_URL', ['redis:', 'rediss:']);
+  if (controlRedisUrl !== undefined && nonEmpty(env, 'REDIS_URL') === undefined && clusterNodes === undefined) {
+    throw new ConfigError('CONTROL_REDIS_URL', 'is for replicas sharing REDIS_URL or REDIS_CLUSTER_NODES; set one of them too');
+  }
   return {
     port: port(env, 'PORT', 8080),
     host: nonEmpty(env, 'HOST') ?? '0.0.0.0',
     upstreamUrl: httpUrl(env, 'UPSTREAM_URL', ['http:', 'https:']),
     redisUrl: httpUrl(env, 'REDIS_URL', ['redis:', 'rediss:']),
     redisClusterNodes: clusterNodes,
+    controlRedisUrl,
     keySource: keySource(env),
     jwtAlgorithms: algorithms,
     jwtIssuer: nonEmpty(env, 'JWT_ISSUER'),

@@ -81,6 +81,16 @@ export const configSchema = z.strictObject({
       openFor: z.number().positive().max(3600),
     }),
   }),
+  /** The operator state shared by every replica (README, "Scaling out"). */
+  control: z.strictObject({
+    /** How often a replica checks its operator state against Redis, seconds. */
+    syncInterval: z.number().positive().max(60),
+    /**
+     * Past this many seconds without confirming its operator state against Redis, a replica's
+     * `/readyz` answers 503 `stale`; 0 keeps it serving with the last state it knows.
+     */
+    maxStaleness: z.number().min(0).max(86_400),
+  }),
   auth: z.strictObject({
     requiredScope: z.string().min(1).max(256),
     requiredModule: z.string().min(1).max(256),
@@ -119,6 +129,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     replicas: 1,
   },
   upstream: { timeout: 10, maxConcurrent: 64, maxPerSecond: 200, maxQueueWait: 2, maxBodyBytes: 8_388_608, passthrough: false, breaker: { failures: 5, openFor: 10 } },
+  control: { syncInterval: 1, maxStaleness: 0 },
   auth: {
     requiredScope: 'operations:read',
     requiredModule: 'slab',

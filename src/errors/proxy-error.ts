@@ -163,3 +163,21 @@ export class SharedStateUnavailableError extends ProxyError {
     super('The change applies on this replica, but Redis could not take it to the others: retry once Redis is back.', { 'retry-after': '1' });
   }
 }
+
+/** RFC 9457 §3: `pointer` is a JSON Pointer (RFC 6901) to the member at fault, as a URI fragment. */
+export class InvalidBodyError extends ProxyError {
+  readonly code = 'invalid_body';
+  constructor(readonly pointer: string, detail: string) {
+    super(detail);
+  }
+  override extras(): ProblemExtras {
+    return { pointer: this.pointer };
+  }
+}
+
+export class UnsupportedMediaTypeError extends ProxyError {
+  readonly code = 'unsupported_media_type';
+  constructor() {
+    super('Send the body as application/json.');
+  }
+}

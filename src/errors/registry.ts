@@ -20,6 +20,10 @@ export const ERROR_REGISTRY = {
   shared_state_unavailable: { status: 503, title: 'Shared state unavailable' },
   /** A request that reached a replica draining for shutdown (on a kept-alive connection). */
   shutting_down: { status: 503, title: 'Shutting down' },
+  /** Admin API: a body that is JSON but not what the endpoint takes (`pointer` names the member). */
+  invalid_body: { status: 400, title: 'Invalid request body' },
+  /** Admin API: a body that is not `application/json`. */
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ErrorCode = keyof typeof ERROR_REGISTRY;

@@ -11,7 +11,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
-import { InMemoryAccessLists } from '../auth/access-lists.js';
+import { NO_ACCESS_LISTS } from '../auth/access-lists.js';
 import { DEFAULT_AUTHORIZATION_POLICY, authorize } from '../auth/authorize.js';
 import { readBearer } from '../auth/bearer.js';
 import type { ClaimNames } from '../auth/claims.js';
@@ -111,7 +111,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     audience: options.audience,
     ...(options.claims !== undefined && { claims: options.claims }),
   });
-  const noBlocks = new InMemoryAccessLists();
+  const noBlocks = NO_ACCESS_LISTS;
   const faults = new FaultSwitch();
   let stats = emptyStats();
   let rateLimit = options.rateLimitPerSecond ?? 0;

@@ -7,8 +7,8 @@
 import { type KeyObject, generateKeyPairSync, randomUUID } from 'node:crypto';
 import { type JWTPayload, SignJWT, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InMemoryAccessLists } from '../../src/auth/access-lists.js';
 import type { KeySourceOptions } from '../../src/auth/key-source.js';
+import type { OperatorControl } from '../../src/control/operator-control.js';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
 import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
 import { startStack } from '../helpers/env.js';
@@ -353,18 +353,14 @@ describe('token attacks against the proxy with the development HS256 secret', ()
   });
 
   describe('revocations and blocks', () => {
-    function lists(): InMemoryAccessLists {
-      const current = stack.proxy.app.lists;
-      if (!(current instanceof InMemoryAccessLists)) throw new Error('the test stack is expected to use InMemoryAccessLists');
-      return current;
-    }
+    const control = (): OperatorControl => stack.proxy.app.control;
 
     it('answers 401 to a token whose jti is revoked, even after it was verified and cached', async () => {
       const jti = randomUUID();
       const exp = nowSeconds() + 600;
       const jwt = await signHs256(claims({ jti, exp, sub: `sub-${jti}` }));
       await expectTokenAccepted(stack, jwt);
-      lists().revokeTokenId(jti, exp);
+      await control().revoke('jti', jti, exp);
       await expectTokenRefused(stack, jwt);
       // Another token of the same credential with another jti is not affected.
       await expectTokenAccepted(stack, await signHs256(claims({ sub: `sub-${jti}` })));
@@ -374,14 +370,14 @@ describe('token attacks against the proxy with the development HS256 secret', ()
       const sub = `revoked-${randomUUID()}`;
       const jwt = await signHs256(claims({ sub }));
       await expectTokenAccepted(stack, jwt);
-      lists().revokeSubject(sub);
+      await control().revoke('sub', sub);
       await expectTokenRefused(stack, jwt);
       await expectTokenRefused(stack, await signHs256(claims({ sub })));
     });
 
     it('answers 403 company while the company is blocked', async () => {
       const jwt = await token();
-      lists().blockCompany('1');
+      await control().blockCompany('1', true);
       try {
         const res = await refused(stack, () => getWithToken(stack.proxy.url, LIST, jwt));
         expect(res.status).toBe(403);
@@ -394,7 +390,7 @@ describe('token attacks against the proxy with the development HS256 secret', ()
         expect(asText.status).toBe(403);
         expect(problemOf(asText).reason).toBe('company');
       } finally {
-        lists().blockCompany('1', false);
+        await control().blockCompany('1', false);
       }
       await expectTokenAccepted(stack, jwt);
     });
@@ -402,7 +398,7 @@ describe('token attacks against the proxy with the development HS256 secret', ()
     it('answers 403 employee while the employee is blocked', async () => {
       const jwt = await token({ employee: 7, employeePermissions: ALL_PERMISSIONS });
       await expectTokenAccepted(stack, jwt);
-      lists().blockEmployee('1', '7');
+      await control().blockEmployee('1', '7', true);
       try {
         const res = await refused(stack, () => getWithToken(stack.proxy.url, LIST, jwt));
         expect(res.status).toBe(403);
@@ -412,7 +408,7 @@ describe('token attacks against the proxy with the development HS256 secret', ()
         // The credential alone, without that employee, is not blocked.
         await expectTokenAccepted(stack, await token());
       } finally {
-        lists().blockEmployee('1', '7', false);
+        await control().blockEmployee('1', '7', false);
       }
     });
   });

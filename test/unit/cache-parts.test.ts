@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { formatCacheStatus } from '../../src/cache/cache-status.js';
 import { type CacheEntry, ENTRY_FORMAT_VERSION, decodeEntry, encodeEntry, strongEtag } from '../../src/cache/entry.js';
 import { L1Cache } from '../../src/cache/l1.js';
-import { CachePolicies } from '../../src/cache/policy.js';
+import { CachePolicies, type PolicyOverrides } from '../../src/cache/policy.js';
 import { etagMatches } from '../../src/http/conditional.js';
 import { configWith } from '../helpers/env.js';
 
@@ -81,10 +81,12 @@ describe('L1', () => {
 
 describe('cache policies', () => {
   it('layers defaults, per-resource settings and run-time overrides', () => {
-    const policies = new CachePolicies(configWith({ cache: { resources: { receipts: { ttl: 5, partition: 'employee' } } } }).cache);
+    let overrides: PolicyOverrides = {};
+    const policies = new CachePolicies(configWith({ cache: { resources: { receipts: { ttl: 5, partition: 'employee' } } } }).cache, () => overrides);
     expect(policies.policyFor('warehouses')).toMatchObject({ ttl: 300, staleIfError: 600, partition: 'company' });
     expect(policies.policyFor('receipts')).toMatchObject({ ttl: 5, staleWhileRevalidate: 30, partition: 'employee' });
-    policies.setOverrides({ receipts: { ttl: 9 }, remnants: { notFoundTtl: 1 } });
+    overrides = { receipts: { ttl: 9 }, remnants: { notFoundTtl: 1 } };
+    policies.refresh();
     expect(policies.policyFor('receipts')).toMatchObject({ ttl: 9, partition: 'employee' });
     expect(policies.policyFor('remnants').notFoundTtl).toBe(1);
     policies.setConfig(configWith({}).cache);
