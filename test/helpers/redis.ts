@@ -1,6 +1,7 @@
 /**
  * A real `redis-server` for tests, on a free port (never 6379, never a fixed port), with no
- * persistence. It can be killed, paused (SIGSTOP) and resumed, and restarted on the same port.
+ * persistence unless asked for. It can be killed, paused (SIGSTOP) and resumed, and restarted on
+ * the same port (empty, or from its append-only file).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -19,10 +20,19 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-function launch(port: number): Promise<ChildProcess> {
+export interface RedisServerOptions {
+  /**
+   * Persistence: an append-only file in this directory, written on every command (as the README
+   * asks for the operator state's Redis), so that a kill and a restart lose nothing.
+   */
+  readonly appendOnlyDir?: string;
+}
+
+function launch(port: number, options: RedisServerOptions): Promise<ChildProcess> {
+  const persistence = options.appendOnlyDir === undefined ? ['--appendonly', 'no'] : ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', options.appendOnlyDir];
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'notice'],
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--protected-mode', 'no', '--loglevel', 'notice'],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   return new Promise((resolve, reject) => {
@@ -41,13 +51,13 @@ function launch(port: number): Promise<ChildProcess> {
   });
 }
 
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {
   let port = 0;
   let child: ChildProcess | undefined;
   for (let attempt = 0; child === undefined; attempt++) {
     port = await freePort();
     try {
-      child = await launch(port);
+      child = await launch(port, options);
     } catch (error) {
       if (attempt >= 4) throw error; // the port was taken between probe and launch: try another
     }
@@ -68,7 +78,7 @@ export async function startRedis(): Promise<RedisServer> {
     resume: () => current.kill('SIGCONT'),
     async restart() {
       await killCurrent();
-      current = await launch(port);
+      current = await launch(port, options);
     },
     stop: killCurrent,
   };

@@ -36,6 +36,8 @@ export interface ReplicaEnv {
   /** One of the two: a single Redis, or a Redis Cluster's seed nodes. */
   readonly REDIS_URL?: string;
   readonly REDIS_CLUSTER_NODES?: string;
+  /** A Redis of its own for the operator state. */
+  readonly CONTROL_REDIS_URL?: string;
   readonly JWT_SECRET: string;
   readonly CONFIG_FILE?: string;
   readonly ADMIN_TOKEN?: string;
