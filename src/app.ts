@@ -15,7 +15,7 @@ import { L1Cache } from './cache/l1.js';
 import { createMemoryStore } from './cache/memory-store.js';
 import { CachePolicies } from './cache/policy.js';
 import { type ReadService, createReadService } from './cache/read-service.js';
-import { type RedisClient, RedisHealth, createRedisClient } from './cache/redis-connection.js';
+import { type RedisClient, RedisHealth, createRedisClient, readyWithin } from './cache/redis-connection.js';
 import { createRedisStore } from './cache/redis-store.js';
 import { type PurgeBus, createLocalPurgeBus, createRedisPurgeBus } from './cache/purge-bus.js';
 import { type OperatorControl, createOperatorControl } from './control/operator-control.js';
@@ -179,19 +179,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
     purges: createRedisPurgeBus({ client, subscriber, channel: `${prefix}:purge`, onError: (error) => onError(error instanceof Error ? error : new Error(String(error))) }),
     redisState: () => health.state(),
     redis: { client, subscriber, health, prefix },
-    ready() {
-      if (client.status === 'ready') return Promise.resolve();
-      return new Promise<void>((resolve) => {
-        const timer = setTimeout(done, REDIS_START_WAIT_MS);
-        timer.unref();
-        function done(): void {
-          clearTimeout(timer);
-          client.off('ready', done);
-          resolve();
-        }
-        client.once('ready', done);
-      });
-    },
+    ready: () => readyWithin(client, REDIS_START_WAIT_MS),
     async close() {
       client.disconnect();
       subscriber.disconnect();
@@ -202,7 +190,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
 /** The operator state's own connections: commands may take longer than a cache lookup's 100 ms. */
 const CONTROL_COMMAND_TIMEOUT_MS = 1_000;
 
-function createControl(options: ProxyAppOptions, metrics: Metrics): { control: OperatorControl; close(): void } {
+function createControl(options: ProxyAppOptions, metrics: Metrics): { control: OperatorControl; ready(): Promise<void>; close(): void } {
   const { config, logger, redis } = options;
   const onError = (error: unknown): void => {
     metrics.redisError('control');
@@ -210,7 +198,7 @@ function createControl(options: ProxyAppOptions, metrics: Metrics): { control: O
   };
   const now = options.now === undefined ? {} : { now: options.now };
   const timing = { syncIntervalMs: config.control.syncInterval * 1000, ...now, onError };
-  if (redis === undefined || !usesRedis(redis)) return { control: createOperatorControl(timing), close: () => undefined };
+  if (redis === undefined || !usesRedis(redis)) return { control: createOperatorControl(timing), ready: () => Promise.resolve(), close: () => undefined };
   const connection = {
     ...(redis.controlUrl === undefined ? { url: redis.url, clusterNodes: redis.clusterNodes } : { url: redis.controlUrl }),
     commandTimeoutMs: CONTROL_COMMAND_TIMEOUT_MS,
@@ -220,6 +208,7 @@ function createControl(options: ProxyAppOptions, metrics: Metrics): { control: O
   const subscriber = createRedisClient({ ...connection, subscriber: true });
   return {
     control: createOperatorControl({ ...timing, redis: { client, subscriber, prefix: config.cache.keyPrefix } }),
+    ready: () => readyWithin(client, REDIS_START_WAIT_MS),
     close() {
       client.disconnect();
       subscriber.disconnect();
@@ -395,7 +384,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       // while the start waits (boundedly) for Redis and reads the shared operator state.
       const adminPort = listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
       if (adminPort !== undefined) listen.onAdminListening?.(adminPort);
-      await cache.ready();
+      await Promise.all([cache.ready(), operatorState.ready()]);
       await control.sync();
       const port = await listenOn(server, listen.port, listen.host);
       phase = 'ready';

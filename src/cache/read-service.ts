@@ -193,6 +193,19 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       lease = filled.available ? await coordinator.tryLease(address) : 'unavailable';
     }
     try {
+      if (lease === 'acquired') {
+        // The lease was free, but another replica may have filled the key between this replica's
+        // lookup and its lease (it stored, then released): read once more before asking the
+        // upstream, so that every key costs one upstream request, however the requests interleave.
+        const filled = await store.lookup(address);
+        if (isCurrent(filled) && now() < withPolicy(filled.entry, policy).freshUntil && filled.entry.storedAt > (lookup.entry?.storedAt ?? 0)) {
+          if (background) return SKIPPED;
+          l1?.noteGeneration(tag, filled.generation);
+          l1?.set(address.key, filled.entry);
+          return { kind: 'entry', entry: filled.entry, stored: false, upstreamMs: undefined, collapsed: true };
+        }
+      }
+      if (process.env.SLAB_DEBUG_FILLS) console.error('FETCH', lease, address.key.slice(-30));
       const generation = lookup.generation ?? (await store.ensureGeneration(address));
       if (lookup.generation === undefined && generation !== undefined) l1?.noteGeneration(tag, generation);
       const outcome = await fetch(request);

@@ -8,7 +8,43 @@
  * `RedisHealth` adds a short circuit breaker: after a timeout or a connection error the store is
  * skipped for a moment, so a hung Redis costs one request the timeout, not every request.
  */
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
+
+/**
+ * A command timeout that a busy event loop cannot fake (issue 8: under a burst, 300 requests per
+ * key over 3 replicas, commands "timed out" whose replies had long arrived; the breaker then skipped
+ * Redis and each replica fetched every key itself).
+ *
+ * ioredis arms a timer per command. When the event loop is held up past the timeout (parsing a
+ * burst of requests, a GC pause), the timers phase runs before the poll phase that would read the
+ * reply already waiting in the socket, and the command fails although Redis answered in time. Here
+ * the timer only schedules the rejection with `setImmediate`, which runs after the poll phase: a
+ * reply that is there is read first, and only a Redis that really did not answer times out.
+ */
+interface TimedCommand {
+  isResolved: boolean;
+  reject(error: Error): void;
+  _commandTimeoutTimer?: NodeJS.Timeout;
+}
+
+let lagTolerant = false;
+
+export function installLagTolerantCommandTimeouts(): void {
+  if (lagTolerant) return;
+  lagTolerant = true;
+  const prototype = Command.prototype as unknown as { setTimeout(this: TimedCommand, ms: number): void };
+  prototype.setTimeout = function setLagTolerantTimeout(this: TimedCommand, ms: number): void {
+    if (this._commandTimeoutTimer !== undefined) return;
+    // ioredis clears `_commandTimeoutTimer` when the command resolves, as with its own timer.
+    this._commandTimeoutTimer = setTimeout(() => {
+      setImmediate(() => {
+        if (!this.isResolved) this.reject(new Error('Command timed out'));
+      });
+    }, ms);
+  };
+}
+
+installLagTolerantCommandTimeouts();
 
 export type RedisClient = Redis | Cluster;
 
@@ -106,4 +142,22 @@ export class RedisHealth {
     if (this.#client.status !== 'ready') return 'down';
     return this.#now() < this.#suspendedUntil ? 'degraded' : 'ok';
   }
+}
+
+/**
+ * Resolves once the client is connected, or after `maxWaitMs`: a start waits for Redis, but never
+ * hangs on a Redis that is down (it then serves degraded and Redis catches up).
+ */
+export function readyWithin(client: RedisClient, maxWaitMs: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, maxWaitMs);
+    timer.unref();
+    function done(): void {
+      clearTimeout(timer);
+      client.off('ready', done);
+      resolve();
+    }
+    client.once('ready', done);
+  });
 }

@@ -197,8 +197,9 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
   let clustered = createClustered();
 
   /**
-   * A flushed or failed-over Redis loses bottleneck's settings: calls then fail until the limiter is
-   * created again (bottleneck issues #205, #219).
+   * A flushed or failed-over Redis loses bottleneck's settings (bottleneck issues #205, #219).
+   * Bottleneck itself runs `init` again on that error (see `asBottleneckSaysIt`); should the error
+   * still reach a job, the limiter is created anew, once.
    */
   function recreateAfter(error: unknown, failed: Clustered): void {
     if (!(error instanceof Error && error.message.includes('SETTINGS_KEY_NOT_FOUND')) || clustered !== failed) return;
@@ -252,10 +253,24 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
 }
 
 /**
- * Bottleneck runs its scripts with a callback and drops the promise ioredis also returns; when a
- * command fails (Redis down, connection closing) that promise rejects unhandled, which would
- * stop the process. Every script command defined on bottleneck's client gets its promise handled
- * here; bottleneck still receives the error through its callback.
+ * Bottleneck recovers by itself from a Redis that lost its keys (`SETTINGS_KEY_NOT_FOUND`: it runs
+ * `init` again) and from having been dropped as a client (`UNKNOWN_CLIENT`: it registers again),
+ * but it recognises those errors by their exact text, and Redis 7 prefixes a script's error with
+ * `ERR `: without this, a limiter that met either stayed broken for good (every call failed).
+ */
+const BOTTLENECK_ERRORS = ['SETTINGS_KEY_NOT_FOUND', 'UNKNOWN_CLIENT'];
+
+function asBottleneckSaysIt(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  const bare = error.message.replace(/^ERR /, '');
+  if (BOTTLENECK_ERRORS.includes(bare)) error.message = bare;
+  return error;
+}
+
+/**
+ * Every script command defined on bottleneck's client: its errors reach bottleneck's callback as
+ * bottleneck spells them, and the promise ioredis also returns (which bottleneck drops) is handled,
+ * else a failing command (Redis down, connection closing) would be an unhandled rejection.
  */
 function handleScriptRejections(client: Redis | Cluster): void {
   const commands = client as unknown as Record<string, unknown>;
@@ -265,6 +280,10 @@ function handleScriptRejections(client: Redis | Cluster): void {
     const command = commands[name];
     if (typeof command !== 'function') return;
     commands[name] = (...args: unknown[]): unknown => {
+      const callback = args.at(-1);
+      if (typeof callback === 'function') {
+        args[args.length - 1] = (error: unknown, result: unknown): unknown => Reflect.apply(callback, undefined, [asBottleneckSaysIt(error), result]);
+      }
       const result: unknown = Reflect.apply(command, client, args);
       if (result instanceof Promise) result.catch(() => undefined);
       return result;
