@@ -205,7 +205,6 @@ export function createReadService(options: ReadServiceOptions): ReadService {
           return { kind: 'entry', entry: filled.entry, stored: false, upstreamMs: undefined, collapsed: true };
         }
       }
-      if (process.env.SLAB_DEBUG_FILLS) console.error('FETCH', lease, address.key.slice(-30));
       const generation = lookup.generation ?? (await store.ensureGeneration(address));
       if (lookup.generation === undefined && generation !== undefined) l1?.noteGeneration(tag, generation);
       const outcome = await fetch(request);
