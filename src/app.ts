@@ -91,8 +91,12 @@ export interface ProxyApp {
    * that differ but only take effect on a restart (ports, Redis, limits, upstream, auth).
    */
   reload(file: FileConfig): string[];
-  /** Drains (in-flight requests end within `drainMs`, default 10 s), then closes everything. */
-  close(options?: { readonly drainMs?: number }): Promise<void>;
+  /**
+   * Shuts down: `/readyz` turns 503 `draining` at once; the client port keeps serving for
+   * `delayMs` (default 0) so that load balancers see the replica leave before it stops accepting;
+   * then it drains (in-flight requests end within `drainMs`, default 10 s) and closes everything.
+   */
+  close(options?: { readonly drainMs?: number; readonly delayMs?: number }): Promise<void>;
 }
 
 /** Config paths a running replica cannot change; a reload reports them. */
@@ -315,6 +319,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const fallback = createFallbackApp(passthrough?.handler, httpLog);
   /** Starting until both ports listen; draining from the first step of `close` (DESIGN §8). */
   let phase: Phase = 'starting';
+  /** Set by `close` before its delay: readiness fails while the client port still serves. */
+  let leaving = false;
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
     // The listener is closed while draining; a request on a kept-alive connection still arrives.
     if (phase === 'draining') return refuseWhileDraining(req, res);
@@ -326,7 +332,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const adminServer = createServer(
     createAdminApp({
       readiness: {
-        phase: () => phase,
+        phase: () => (leaving ? 'draining' : phase),
         components: () => ({ upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`, cache: cache.store.kind, redis: cache.redisState() }),
       },
       metrics,
@@ -361,8 +367,16 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       return needsRestart;
     },
     async close(closeOptions = {}) {
-      // Readiness fails first, then the API port stops accepting and its in-flight requests end
-      // (or are cut at the bound); the admin port goes last, so `/readyz` answers 503 meanwhile.
+      // Readiness fails first; the API port serves on through the delay (the load balancer's
+      // time to notice), then stops accepting and its in-flight requests end (or are cut at the
+      // bound); the admin port goes last, so `/readyz` answers 503 meanwhile.
+      leaving = true;
+      const delayMs = closeOptions.delayMs ?? 0;
+      if (delayMs > 0) {
+        logger.info({ delayMs }, 'readiness off; serving until the drain');
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+      logger.info({ drainMs: closeOptions.drainMs }, 'draining');
       phase = 'draining';
       await closeServer(server, closeOptions.drainMs);
       await closeServer(adminServer, 1_000);
