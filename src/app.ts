@@ -33,7 +33,8 @@ import { createUpstreamBudget } from './limits/upstream-budget.js';
 import { createUpstreamPause } from './limits/upstream-pause.js';
 import { createHttpLog } from './observability/http-log.js';
 import { createRequestLog } from './observability/logger.js';
-import { type Metrics, createMetrics } from './observability/metrics.js';
+import { type CacheFootprint, type Metrics, createMetrics } from './observability/metrics.js';
+import { watchRedisDowntime } from './observability/redis-downtime.js';
 import { createUpstreamClient } from './upstream/client.js';
 import { createReadFetcher } from './upstream/fetch-read.js';
 import { guardFetcher } from './upstream/guarded-fetch.js';
@@ -119,6 +120,10 @@ interface CacheParts {
   readonly l1: L1Cache | undefined;
   readonly coordinator: FillCoordinator;
   readonly redisState: () => string;
+  /** What the in-process tiers hold (the L1 in front of Redis, or the single replica's store). */
+  readonly footprint: () => readonly CacheFootprint[];
+  /** Seconds without a usable Redis, 0 while connected; absent without Redis. */
+  readonly redisDownSeconds: (() => number) | undefined;
   /** The shared Redis, when there is one: the inbound limits count there too. */
   readonly redis: { readonly client: RedisClient; readonly subscriber: RedisClient; readonly health: RedisHealth; readonly prefix: string } | undefined;
   /** Resolves once Redis is connected, or after a bound: a start never hangs on a Redis that is down. */
@@ -133,11 +138,14 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   const { config, logger } = options;
   const redis = options.redis;
   if (redis === undefined || !usesRedis(redis)) {
+    const store = createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) });
     return {
-      store: createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) }),
+      store,
       l1: undefined,
       coordinator: LOCAL_COORDINATOR,
       redisState: () => 'none',
+      footprint: () => (store.footprint === undefined ? [] : [{ tier: 'memory', ...store.footprint() }]),
+      redisDownSeconds: undefined,
       redis: undefined,
       ready: () => Promise.resolve(),
       close: () => Promise.resolve(),
@@ -152,6 +160,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   const subscriber: RedisClient = createRedisClient({ ...connection, subscriber: true });
   const health = new RedisHealth(client, { onFailure: () => metrics.redisError('cache') });
   const prefix = config.cache.keyPrefix;
+  const l1 = new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 });
   return {
     store: createRedisStore({
       client,
@@ -160,7 +169,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       ...(options.now !== undefined && { now: options.now }),
       onFailure: (operation) => logger.debug({ operation }, 'redis store operation failed'),
     }),
-    l1: new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 }),
+    l1,
     coordinator: createRedisCoordinator({
       client,
       subscriber,
@@ -170,6 +179,8 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       leaseMs: config.upstream.timeout * 1000 + 2_000,
     }),
     redisState: () => health.state(),
+    footprint: () => [{ tier: 'l1', ...l1.footprint() }],
+    redisDownSeconds: watchRedisDowntime(client),
     redis: { client, subscriber, health, prefix },
     ready() {
       if (client.status === 'ready') return Promise.resolve();
@@ -215,6 +226,9 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     circuitState: () => breaker.state,
     redisUp: usesRedis(options.redis) ? () => cache.redisState() !== 'down' : undefined,
     ...(options.processMetrics === false && { processMetrics: false }),
+    inFlightRequests: () => inFlight,
+    cacheFootprint: () => cache.footprint(),
+    redisDownSeconds: usesRedis(options.redis) ? () => cache.redisDownSeconds?.() ?? 0 : undefined,
   });
   const cache = createCache(options, metrics);
   const policies = new CachePolicies(config.cache);
@@ -321,7 +335,14 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   let phase: Phase = 'starting';
   /** Set by `close` before its delay: readiness fails while the client port still serves. */
   let leaving = false;
+  /** Requests on the client port not yet answered (or abandoned): a response closes exactly once. */
+  let inFlight = 0;
+  const requestClosed = (): void => {
+    inFlight -= 1;
+  };
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
+    inFlight += 1;
+    res.on('close', requestClosed);
     // The listener is closed while draining; a request on a kept-alive connection still arrives.
     if (phase === 'draining') return refuseWhileDraining(req, res);
     if (!dataPlane(req, res)) fallback(req, res);
