@@ -1,5 +1,6 @@
 /**
- * The control plane on `ADMIN_PORT` (DESIGN §8). Liveness, readiness and metrics always; with `ADMIN_TOKEN`
+ * The control plane on `ADMIN_PORT` (DESIGN §8). Liveness, readiness, metrics and the client surface's
+ * OpenAPI description always; with `ADMIN_TOKEN`
  * set, the operator API behind a bearer token compared in constant time: the effective settings,
  * run-time TTL overrides (every replica), and purges (every replica). Bodies are validated and a
  * bad one is a problem+json 400 naming the field.
@@ -14,6 +15,7 @@ import { InternalError, InvalidParameterError, NotFoundError, SharedStateUnavail
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../observability/metrics.js';
+import { renderOpenApi } from '../catalog/openapi.js';
 import { type SharedControl, ttlOverrideSchema } from './shared-control.js';
 
 export type Phase = 'starting' | 'ready' | 'draining';
@@ -36,7 +38,7 @@ export interface OperatorApi {
 export interface AdminAppOptions {
   readonly readiness: Readiness;
   readonly metrics: Pick<Metrics, 'render'>;
-  /** The operator API; without it only `/healthz`, `/readyz` and `/metrics` exist. */
+  /** The operator API; without it only `/healthz`, `/readyz`, `/metrics` and `/openapi.json` exist. */
   readonly operator?: OperatorApi | undefined;
   /** The request log middleware (pino-http), first in line. */
   readonly log?: ((req: Request, res: Response, next: NextFunction) => void) | undefined;
@@ -83,6 +85,12 @@ export function createAdminApp(options: AdminAppOptions): Express {
   app.get('/metrics', async function prometheusMetrics(_req: Request, res: Response) {
     const text = await metrics.render();
     res.status(200).set('content-type', METRICS_CONTENT_TYPE).set('cache-control', 'no-store').send(text);
+  });
+
+  // The client surface's OpenAPI description (README, OpenAPI), public like /metrics.
+  const openApi = renderOpenApi();
+  app.get('/openapi.json', function openApiDescription(_req: Request, res: Response) {
+    res.status(200).set('content-type', 'application/json; charset=utf-8').set('cache-control', 'no-cache').send(openApi);
   });
 
   if (operator !== undefined) {
