@@ -2,7 +2,8 @@
  * deploy/kubernetes/, checked for what can be checked without a cluster: each kustomization
  * renders (test/helpers/kustomize.ts, itself held to kustomize's own output); every manifest
  * validates against the Kubernetes API's schemas (kubernetes-models' validators, generated from
- * the Kubernetes OpenAPI definitions); the environment the manifests set is one the proxy reads
+ * the Kubernetes OpenAPI definitions) and carries no field the API does not know (TypeScript's
+ * excess-property check against kubernetes-types); the environment the manifests set is one the proxy reads
  * and accepts; the probes ask real paths of the admin port; the Service and the NetworkPolicy keep
  * the admin port off the client network; and the grace period outlasts the proxy's own shutdown.
  */
@@ -22,6 +23,7 @@ import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Phase, createAdminApp } from '../../src/admin/admin-app.js';
 import { ENV_VARIABLES, type EnvConfig, loadEnv, parseConfigText, shutdownPlan } from '../../src/config/load.js';
+import { unknownFieldErrors } from '../helpers/kubernetes-fields.js';
 import { type Manifest, renderKustomization } from '../helpers/kustomize.js';
 import { send } from '../helpers/http.js';
 
@@ -146,10 +148,18 @@ const rendered = Object.fromEntries(Object.entries(KUSTOMIZATIONS).map(([name, d
 >;
 const each = Object.entries(rendered);
 
-describe('the test renderer', () => {
+describe('the test renderer and the judges', () => {
   it('renders as kustomize does (a fixture rendered by kustomize v5.5.0)', () => {
     const expected = parseAllDocuments(readFileSync('test/fixtures/kustomize/expected.yaml', 'utf8')).map((d) => d.toJS() as Manifest);
     expect(renderKustomization('test/fixtures/kustomize/overlay').sort(byKindAndName)).toEqual(expected.sort(byKindAndName));
+  });
+
+  it('finds a misspelt field at any depth, which the API schemas let through', () => {
+    const deployment = structuredClone(rendered.base.one('Deployment')) as Manifest & { spec: { template: PodTemplate } };
+    const [container] = deployment.spec.template.spec.containers;
+    Object.assign(container ?? {}, { livenessProbes: container?.livenessProbe });
+    expect(() => validateManifest(deployment)).not.toThrow();
+    expect(unknownFieldErrors([deployment])).toMatch(/'"livenessProbes"' does not exist in type 'Container'/);
   });
 
   it('refuses what it does not implement, rather than render it wrong', () => {
@@ -172,6 +182,10 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
     const broken = structuredClone(k8s.one('Deployment')) as Manifest & { spec: { template: PodTemplate } };
     (broken.spec.template.spec.containers[0]?.ports as Array<{ containerPort: unknown }>)[0] = { containerPort: 'eighty' };
     expect(() => validateManifest(broken)).toThrow(/containerPort/);
+  });
+
+  it('have no field the Kubernetes API does not know', () => {
+    expect(unknownFieldErrors(k8s.manifests)).toBe('');
   });
 
   it('set only variables the proxy reads, with values its loader accepts', () => {
