@@ -87,7 +87,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
     res.status(200).set('content-type', METRICS_CONTENT_TYPE).set('cache-control', 'no-store').send(text);
   });
 
-  // The client surface's OpenAPI description (README, OpenAPI), public like /metrics.
+  // The client surface's OpenAPI description (README, What clients see), public like /metrics.
   const openApi = renderOpenApi();
   app.get('/openapi.json', function openApiDescription(_req: Request, res: Response) {
     res.status(200).set('content-type', 'application/json; charset=utf-8').set('cache-control', 'no-cache').send(openApi);

@@ -22,7 +22,7 @@ type JsonObject = { readonly [key: string]: Json };
  * shorter lengths, then at each digit of the bound a smaller digit followed by any digits, then
  * the bound itself. JSON Schema cannot compare a string's numeric value, so the bound is spelled
  * out in the pattern: `^[1-9][0-9]{0,15}$` alone would admit ids above 2^53−1, which the proxy
- * answers with 400 (DESIGN §4).
+ * refuses (README, Request rules).
  */
 export function positiveDecimalUpTo(bound: string): string {
   if (!/^[1-9][0-9]*$/.test(bound)) throw new TypeError(`not a positive decimal: ${bound}`);
@@ -41,7 +41,7 @@ export function positiveDecimalUpTo(bound: string): string {
 
 const SAFE_ID = positiveDecimalUpTo(String(Number.MAX_SAFE_INTEGER));
 
-/** Each value grammar of DESIGN §4 as an exact, anchored pattern. */
+/** Each value grammar (README, Resources) as an exact, anchored pattern. */
 export const GRAMMAR_PATTERNS: Readonly<Record<FilterGrammar | 'cursor' | 'perPage', string>> = {
   id: `^(?:${SAFE_ID})$`,
   boolean: '^(?:true|false)$',

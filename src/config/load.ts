@@ -88,7 +88,7 @@ function port(env: Env, name: EnvVariable, fallback: number): number {
   return Number(value);
 }
 
-/** Whole seconds, grammar first (NOTES.md: `Number()` reads `1e2`, `" 5"` and `0x10` as numbers). */
+/** Whole seconds, grammar first: `Number()` alone would read `1e2`, `" 5"` and `0x10` as numbers. */
 function wholeSeconds(env: Env, name: EnvVariable, fallback: number, max: number): number {
   const value = nonEmpty(env, name);
   if (value === undefined) return fallback;
