@@ -10,6 +10,7 @@ const EXCLUSIVE = [
   'test/integration/admin.test.ts',
   'test/integration/cache-redis-failure.test.ts',
   'test/integration/cache-replicas.test.ts',
+  'test/integration/config-check.test.ts',
   'test/integration/entry-points.test.ts',
   'test/integration/lifecycle.test.ts',
   'test/integration/limits-leases.test.ts',

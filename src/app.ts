@@ -34,7 +34,8 @@ import { createUpstreamBudget } from './limits/upstream-budget.js';
 import { createUpstreamPause } from './limits/upstream-pause.js';
 import { createHttpLog } from './observability/http-log.js';
 import { createRequestLog } from './observability/logger.js';
-import { type Metrics, createMetrics } from './observability/metrics.js';
+import { type CacheFootprint, type Metrics, createMetrics } from './observability/metrics.js';
+import { watchRedisDowntime } from './observability/redis-downtime.js';
 import { createUpstreamClient } from './upstream/client.js';
 import { createReadFetcher } from './upstream/fetch-read.js';
 import { guardFetcher } from './upstream/guarded-fetch.js';
@@ -94,8 +95,12 @@ export interface ProxyApp {
    * that differ but only take effect on a restart (ports, Redis, limits, upstream, auth).
    */
   reload(file: FileConfig): string[];
-  /** Drains (in-flight requests end within `drainMs`, default 10 s), then closes everything. */
-  close(options?: { readonly drainMs?: number }): Promise<void>;
+  /**
+   * Shuts down: `/readyz` turns 503 `draining` at once; the client port keeps serving for
+   * `delayMs` (default 0) so that load balancers see the replica leave before it stops accepting;
+   * then it drains (in-flight requests end within `drainMs`, default 10 s) and closes everything.
+   */
+  close(options?: { readonly drainMs?: number; readonly delayMs?: number }): Promise<void>;
 }
 
 /**
@@ -125,6 +130,10 @@ interface CacheParts {
   readonly coordinator: FillCoordinator;
   readonly purges: PurgeBus;
   readonly redisState: () => string;
+  /** What the in-process tiers hold (the L1 in front of Redis, or the single replica's store). */
+  readonly footprint: () => readonly CacheFootprint[];
+  /** Seconds without a usable Redis, 0 while connected; absent without Redis. */
+  readonly redisDownSeconds: (() => number) | undefined;
   /** The shared Redis, when there is one: the inbound limits count there too. */
   readonly redis: { readonly client: RedisClient; readonly subscriber: RedisClient; readonly health: RedisHealth; readonly prefix: string } | undefined;
   /** Resolves once Redis is connected, or after a bound: a start never hangs on a Redis that is down. */
@@ -139,12 +148,15 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   const { config, logger } = options;
   const redis = options.redis;
   if (redis === undefined || !usesRedis(redis)) {
+    const store = createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) });
     return {
-      store: createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) }),
+      store,
       l1: undefined,
       coordinator: LOCAL_COORDINATOR,
       purges: createLocalPurgeBus(),
       redisState: () => 'none',
+      footprint: () => (store.footprint === undefined ? [] : [{ tier: 'memory', ...store.footprint() }]),
+      redisDownSeconds: undefined,
       redis: undefined,
       ready: () => Promise.resolve(),
       close: () => Promise.resolve(),
@@ -159,6 +171,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   const subscriber: RedisClient = createRedisClient({ ...connection, subscriber: true });
   const health = new RedisHealth(client, { onFailure: () => metrics.redisError('cache') });
   const prefix = config.cache.keyPrefix;
+  const l1 = new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 });
   return {
     store: createRedisStore({
       client,
@@ -167,7 +180,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       ...(options.now !== undefined && { now: options.now }),
       onFailure: (operation) => logger.debug({ operation }, 'redis store operation failed'),
     }),
-    l1: new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 }),
+    l1,
     coordinator: createRedisCoordinator({
       client,
       subscriber,
@@ -178,6 +191,8 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
     }),
     purges: createRedisPurgeBus({ client, subscriber, channel: `${prefix}:purge`, onError: (error) => onError(error instanceof Error ? error : new Error(String(error))) }),
     redisState: () => health.state(),
+    footprint: () => [{ tier: 'l1', ...l1.footprint() }],
+    redisDownSeconds: watchRedisDowntime(client),
     redis: { client, subscriber, health, prefix },
     ready: () => readyWithin(client, REDIS_START_WAIT_MS),
     async close() {
@@ -239,6 +254,10 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     circuitState: () => breaker.state,
     redisUp: usesRedis(options.redis) ? () => cache.redisState() !== 'down' : undefined,
     ...(options.processMetrics === false && { processMetrics: false }),
+    inFlightRequests: () => inFlight,
+    cacheFootprint: () => cache.footprint(),
+    redisDownSeconds: usesRedis(options.redis) ? () => cache.redisDownSeconds?.() ?? 0 : undefined,
+    operatorStateAgeSeconds: usesRedis(options.redis) ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
   });
   const cache = createCache(options, metrics);
   const operatorState = createControl(options, metrics);
@@ -334,7 +353,16 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const fallback = createFallbackApp(passthrough?.handler, httpLog);
   /** Starting until both ports listen; draining from the first step of `close` (DESIGN §8). */
   let phase: Phase = 'starting';
+  /** Set by `close` before its delay: readiness fails while the client port still serves. */
+  let leaving = false;
+  /** Requests on the client port not yet answered (or abandoned): a response closes exactly once. */
+  let inFlight = 0;
+  const requestClosed = (): void => {
+    inFlight -= 1;
+  };
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
+    inFlight += 1;
+    res.on('close', requestClosed);
     // The listener is closed while draining; a request on a kept-alive connection still arrives.
     if (phase === 'draining') return refuseWhileDraining(req, res);
     if (!dataPlane(req, res)) fallback(req, res);
@@ -346,6 +374,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     createAdminApp({
       readiness: {
         phase() {
+          if (leaving) return 'draining';
           // Opt-in (control.maxStaleness): a replica that cannot confirm its operator state leaves
           // the load balancer to the replicas that can (README, "Scaling out").
           const { ageMs } = control.status();
@@ -404,8 +433,16 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       return changed.filter((path) => !RELOADABLE.some((reloadable) => path === reloadable || path.startsWith(`${reloadable}.`)));
     },
     async close(closeOptions = {}) {
-      // Readiness fails first, then the API port stops accepting and its in-flight requests end
-      // (or are cut at the bound); the admin port goes last, so `/readyz` answers 503 meanwhile.
+      // Readiness fails first; the API port serves on through the delay (the load balancer's
+      // time to notice), then stops accepting and its in-flight requests end (or are cut at the
+      // bound); the admin port goes last, so `/readyz` answers 503 meanwhile.
+      leaving = true;
+      const delayMs = closeOptions.delayMs ?? 0;
+      if (delayMs > 0) {
+        logger.info({ delayMs }, 'readiness off; serving until the drain');
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+      logger.info({ drainMs: closeOptions.drainMs }, 'draining');
       phase = 'draining';
       await closeServer(server, closeOptions.drainMs);
       await closeServer(adminServer, 1_000);

@@ -4,17 +4,13 @@
  * With `UPSTREAM_URL` set it needs a real key source and says which variables to set.
  */
 import type { KeySourceOptions } from './auth/key-source.js';
-import { type Config, ConfigError, loadConfig } from './config/load.js';
+import { type Config, ConfigError, loadConfig, shutdownPlan } from './config/load.js';
 import { createProxyApp } from './app.js';
 import { DEV_SECRET, mintDevToken } from './dev/dev-credentials.js';
 import { createLogger } from './observability/logger.js';
 import { type Sandbox, createSandbox } from './sandbox/server.js';
 
 const KEY_VARIABLES = 'JWT_JWKS_URL, JWT_PUBLIC_KEY, JWT_PUBLIC_KEY_FILE or JWT_SECRET';
-/** In-flight requests get this long to finish after `SIGTERM`; then their connections are cut. */
-const DRAIN_LIMIT_MS = 10_000;
-/** A shutdown that has not finished by then (a hung close) exits with 1 rather than never. */
-const SHUTDOWN_LIMIT_MS = DRAIN_LIMIT_MS + 5_000;
 
 function keysFrom(config: Config): KeySourceOptions | undefined {
   const source = config.env.keySource;
@@ -112,19 +108,22 @@ async function main(): Promise<void> {
     logger.info({ port: ports.port, adminPort: ports.adminPort, upstream: new URL(upstreamUrl).origin }, 'slab-ops-proxy listening');
   }
 
+  // SHUTDOWN_DELAY_SECONDS, then DRAIN_SECONDS; a shutdown still running after both and a margin
+  // (a hung close) exits with 1 rather than never.
+  const plan = shutdownPlan(config.env);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    logger.info({ signal }, 'draining');
+    logger.info({ signal, delayMs: plan.delayMs, drainMs: plan.drainMs }, 'shutting down');
     const forced = setTimeout(() => {
       logger.error({ signal }, 'shutdown did not finish in time');
       logger.flush();
       process.exit(1);
-    }, SHUTDOWN_LIMIT_MS);
+    }, plan.limitMs);
     forced.unref();
     void app
-      .close({ drainMs: DRAIN_LIMIT_MS })
+      .close({ drainMs: plan.drainMs, delayMs: plan.delayMs })
       .then(() => sandbox?.close())
       .then(() => {
         logger.info({ signal }, 'stopped');

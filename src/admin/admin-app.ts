@@ -1,10 +1,10 @@
 /**
- * The admin plane on `ADMIN_PORT` (README, "Operations"). Liveness, readiness and metrics always;
- * with `ADMIN_TOKEN` set, the operator API behind a bearer token compared in constant time: the
- * effective settings, run-time TTL overrides, purges, revocations and blocks, each shared with
- * every replica, and the lists of what is in force. Bodies must be JSON (415 otherwise) and are
- * checked against a strict schema: a bad one is a problem+json 400 `invalid_body` whose `pointer`
- * names the member (RFC 9457 §3).
+ * The admin plane on `ADMIN_PORT` (README, "Operations"). Liveness, readiness, metrics and the
+ * client surface's OpenAPI description always; with `ADMIN_TOKEN` set, the operator API behind a
+ * bearer token compared in constant time: the effective settings, run-time TTL overrides, purges,
+ * revocations and blocks, each shared with every replica, and the lists of what is in force.
+ * Bodies must be JSON (415 otherwise) and are checked against a strict schema: a bad one is a
+ * problem+json 400 `invalid_body` whose `pointer` names the member (RFC 9457 §3).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
@@ -28,6 +28,7 @@ import {
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../observability/metrics.js';
+import { renderOpenApi } from '../catalog/openapi.js';
 
 export type Phase = 'starting' | 'ready' | 'stale' | 'draining';
 
@@ -50,7 +51,7 @@ export interface OperatorApi {
 export interface AdminAppOptions {
   readonly readiness: Readiness;
   readonly metrics: Pick<Metrics, 'render'>;
-  /** The operator API; without it only `/healthz`, `/readyz` and `/metrics` exist. */
+  /** The operator API; without it only `/healthz`, `/readyz`, `/metrics` and `/openapi.json` exist. */
   readonly operator?: OperatorApi | undefined;
   /** The request log middleware (pino-http), first in line. */
   readonly log?: ((req: Request, res: Response, next: NextFunction) => void) | undefined;
@@ -137,6 +138,12 @@ export function createAdminApp(options: AdminAppOptions): Express {
   app.get('/metrics', async function prometheusMetrics(_req: Request, res: Response) {
     const text = await metrics.render();
     res.status(200).set('content-type', METRICS_CONTENT_TYPE).set('cache-control', 'no-store').send(text);
+  });
+
+  // The client surface's OpenAPI description (README, What clients see), public like /metrics.
+  const openApi = renderOpenApi();
+  app.get('/openapi.json', function openApiDescription(_req: Request, res: Response) {
+    res.status(200).set('content-type', 'application/json; charset=utf-8').set('cache-control', 'no-cache').send(openApi);
   });
 
   if (operator !== undefined) {

@@ -50,6 +50,11 @@ export class L1Cache {
     this.#generations.delete(tag);
   }
 
+  /** Entries and bytes held (as counted against `maxBytes`), for the metrics. */
+  footprint(): { readonly entries: number; readonly bytes: number } {
+    return { entries: this.#entries.size, bytes: this.#entries.calculatedSize };
+  }
+
   clear(): void {
     this.#entries.clear();
     this.#generations.clear();

@@ -5,7 +5,7 @@
 import { LRUCache } from 'lru-cache';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
 import type { CacheEntry } from './entry.js';
-import { type CacheStore, type StoreLookup, newGeneration } from './store.js';
+import { type CacheStore, type StoreFootprint, type StoreLookup, newGeneration } from './store.js';
 
 /** Bookkeeping bytes per entry beyond its body (key, header fields, LRU node). */
 const ENTRY_OVERHEAD = 256;
@@ -56,6 +56,9 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
       const generation = newGeneration();
       generations.set(groupTag(group), generation);
       return Promise.resolve(generation);
+    },
+    footprint(): StoreFootprint {
+      return { entries: entries.size, bytes: entries.calculatedSize };
     },
     close() {
       entries.clear();

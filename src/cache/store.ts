@@ -16,6 +16,12 @@ export interface StoreLookup {
   readonly available: boolean;
 }
 
+/** What an in-process store holds, for the metrics. */
+export interface StoreFootprint {
+  readonly entries: number;
+  readonly bytes: number;
+}
+
 export interface CacheStore {
   readonly kind: 'memory' | 'redis';
   /** The entry and its group's generation, in one round trip. */
@@ -28,6 +34,8 @@ export interface CacheStore {
   save(address: CacheAddress, entry: CacheEntry): Promise<boolean>;
   /** An O(1) purge: a new generation makes every older entry of the group a miss. */
   purge(group: CacheGroup): Promise<string | undefined>;
+  /** Entries and bytes held, for stores in this process (a shared store's size is not one replica's). */
+  footprint?(): StoreFootprint;
   close(): Promise<void>;
 }
 

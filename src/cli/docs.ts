@@ -1,8 +1,29 @@
-/** `npm run docs`: rewrites the generated tables of README.md from the catalog and the registry. */
-import { readFileSync, writeFileSync } from 'node:fs';
+/**
+ * `npm run docs`: rewrites what is generated from the code: the README's tables (catalog and error
+ * registry), the OpenAPI description of the client surface (`docs/openapi.json`) and the config
+ * file's JSON Schema (`config/schema.json`). Tests check each one is current.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { renderReadme } from '../catalog/docs.js';
+import { OPENAPI_FILE, renderOpenApi } from '../catalog/openapi.js';
+import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../config/json-schema.js';
 
-const current = readFileSync('README.md', 'utf8');
-const next = renderReadme(current);
-if (next !== current) writeFileSync('README.md', next);
-process.stdout.write(next === current ? 'README.md is up to date\n' : 'README.md updated\n');
+function refresh(file: string, render: (current: string) => string): void {
+  let current = '';
+  try {
+    current = readFileSync(file, 'utf8');
+  } catch {
+    // Not there yet: written below.
+  }
+  const next = render(current);
+  if (next !== current) {
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, next);
+  }
+  process.stdout.write(next === current ? `${file} is up to date\n` : `${file} updated\n`);
+}
+
+refresh('README.md', renderReadme);
+refresh(OPENAPI_FILE, renderOpenApi);
+refresh(CONFIG_SCHEMA_FILE, renderConfigJsonSchema);

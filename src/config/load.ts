@@ -36,6 +36,10 @@ export interface EnvConfig {
   readonly adminPort: number;
   readonly adminToken: string | undefined;
   readonly logLevel: LevelWithSilent;
+  /** In-flight requests get this long to finish after `SIGTERM`; then their connections are cut. */
+  readonly drainSeconds: number;
+  /** After `SIGTERM`, the client port keeps serving this long (with `/readyz` 503) before the drain. */
+  readonly shutdownDelaySeconds: number;
 }
 
 export interface Config {
@@ -45,21 +49,63 @@ export interface Config {
 
 export const DEFAULT_CONFIG_FILE = 'config/default.yaml';
 
+/**
+ * Every environment variable the proxy reads (README, Configuration), in one place: `loadEnv`
+ * reads through these names only, and the deployment tests check that manifests set no other.
+ */
+export const ENV_VARIABLES = [
+  'PORT',
+  'HOST',
+  'UPSTREAM_URL',
+  'REDIS_URL',
+  'REDIS_CLUSTER_NODES',
+  'CONTROL_REDIS_URL',
+  'JWT_JWKS_URL',
+  'JWT_PUBLIC_KEY',
+  'JWT_PUBLIC_KEY_FILE',
+  'JWT_SECRET',
+  'JWT_ALGORITHMS',
+  'JWT_ISSUER',
+  'JWT_AUDIENCE',
+  'CONFIG_FILE',
+  'ADMIN_PORT',
+  'ADMIN_TOKEN',
+  'LOG_LEVEL',
+  'DRAIN_SECONDS',
+  'SHUTDOWN_DELAY_SECONDS',
+] as const;
+
+export type EnvVariable = (typeof ENV_VARIABLES)[number];
+
 type Env = Readonly<Record<string, string | undefined>>;
 
-function nonEmpty(env: Env, name: string): string | undefined {
+function nonEmpty(env: Env, name: EnvVariable): string | undefined {
   const value = env[name];
   return value === undefined || value.trim() === '' ? undefined : value;
 }
 
-function port(env: Env, name: string, fallback: number): number {
+function port(env: Env, name: EnvVariable, fallback: number): number {
   const value = nonEmpty(env, name);
   if (value === undefined) return fallback;
   if (!/^[0-9]{1,5}$/.test(value) || Number(value) > 65_535) throw new ConfigError(name, 'must be a port number (0-65535)');
   return Number(value);
 }
 
-function httpUrl(env: Env, name: string, protocols: readonly string[]): string | undefined {
+/** Whole seconds, grammar first: `Number()` alone would read `1e2`, `" 5"` and `0x10` as numbers. */
+function wholeSeconds(env: Env, name: EnvVariable, fallback: number, max: number): number {
+  const value = nonEmpty(env, name);
+  if (value === undefined) return fallback;
+  if (!/^(?:0|[1-9][0-9]{0,4})$/.test(value) || Number(value) > max) throw new ConfigError(name, `must be whole seconds (0-${String(max)})`);
+  return Number(value);
+}
+
+/** `DRAIN_SECONDS` when unset: in-flight requests get 10 s after `SIGTERM`. */
+export const DEFAULT_DRAIN_SECONDS = 10;
+/** The longest drain and pre-drain delay accepted: longer belongs to a deploy, not a shutdown. */
+const MAX_DRAIN_SECONDS = 3_600;
+const MAX_SHUTDOWN_DELAY_SECONDS = 600;
+
+function httpUrl(env: Env, name: EnvVariable, protocols: readonly string[]): string | undefined {
   const value = nonEmpty(env, name);
   if (value === undefined) return undefined;
   let url: URL;
@@ -128,7 +174,27 @@ export function loadEnv(env: Env): EnvConfig {
     adminPort: port(env, 'ADMIN_PORT', 9090),
     adminToken: nonEmpty(env, 'ADMIN_TOKEN'),
     logLevel: logLevel as LevelWithSilent,
+    drainSeconds: wholeSeconds(env, 'DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, MAX_DRAIN_SECONDS),
+    shutdownDelaySeconds: wholeSeconds(env, 'SHUTDOWN_DELAY_SECONDS', 0, MAX_SHUTDOWN_DELAY_SECONDS),
   };
+}
+
+/** A shutdown that has not finished this long after its drain (a hung close) exits with 1 rather than never. */
+export const SHUTDOWN_MARGIN_SECONDS = 5;
+
+export interface ShutdownPlan {
+  /** From `SIGTERM` to the drain: `/readyz` says 503 `draining` while the client port still serves. */
+  readonly delayMs: number;
+  /** In-flight requests' bound once the client port stops accepting. */
+  readonly drainMs: number;
+  /** From `SIGTERM` to a forced exit 1: an orchestrator's grace period must be at least this. */
+  readonly limitMs: number;
+}
+
+export function shutdownPlan(env: Pick<EnvConfig, 'drainSeconds' | 'shutdownDelaySeconds'>): ShutdownPlan {
+  const delayMs = env.shutdownDelaySeconds * 1000;
+  const drainMs = env.drainSeconds * 1000;
+  return { delayMs, drainMs, limitMs: delayMs + drainMs + SHUTDOWN_MARGIN_SECONDS * 1000 };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

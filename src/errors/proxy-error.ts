@@ -89,6 +89,9 @@ const FORBIDDEN_DETAILS: Readonly<Record<ForbiddenReason, string>> = {
   company: 'The company is blocked.',
 };
 
+/** Every `reason` a 403 can carry, for the OpenAPI description. */
+export const FORBIDDEN_REASONS = Object.keys(FORBIDDEN_DETAILS) as ForbiddenReason[];
+
 export class NotFoundError extends ProxyError {
   readonly code = 'not_found';
   constructor(detail = 'No such resource.') {

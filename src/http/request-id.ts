@@ -5,7 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** A client's `X-Request-Id` kept as given (also the OpenAPI description's pattern). */
+export const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * The UUIDs handed out, one per request: the request log, the problem body and the

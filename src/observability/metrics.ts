@@ -15,6 +15,7 @@
  */
 import { Counter, Gauge, Histogram, type MetricType, Registry, collectDefaultMetrics } from 'prom-client';
 import type { CacheResult } from '../cache/cache-status.js';
+import { PACKAGE_VERSION } from '../build-info.js';
 import { RESOURCE_NAMES, isResourceName } from '../catalog/resources.js';
 
 export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
@@ -43,6 +44,13 @@ export interface Metrics {
   render(): Promise<string>;
 }
 
+/** What an in-process cache tier holds: the L1 in front of Redis, or the store of a single replica. */
+export interface CacheFootprint {
+  readonly tier: 'l1' | 'memory';
+  readonly entries: number;
+  readonly bytes: number;
+}
+
 export interface MetricsOptions {
   /** Read on each scrape: 0 closed, 1 half-open, 2 open. */
   readonly circuitState?: () => 'closed' | 'half-open' | 'open';
@@ -50,6 +58,14 @@ export interface MetricsOptions {
   readonly redisUp?: (() => boolean) | undefined;
   /** Adds Node's process metrics (default true; the tests' many apps in one process share them). */
   readonly processMetrics?: boolean;
+  /** Read on each scrape: requests on the client port not yet answered. */
+  readonly inFlightRequests?: () => number;
+  /** Read on each scrape: entries and bytes of each in-process cache tier. */
+  readonly cacheFootprint?: () => readonly CacheFootprint[];
+  /** Read on each scrape: seconds since this replica last confirmed its operator state with Redis. */
+  readonly operatorStateAgeSeconds?: () => number;
+  /** Read on each scrape: seconds this replica has been without a usable Redis, 0 when connected. */
+  readonly redisDownSeconds?: () => number;
 }
 
 /** Latency buckets, seconds: a hit is tens of microseconds, a miss is the upstream's time. */
@@ -173,7 +189,9 @@ let processRegistry: Registry | undefined;
 function sharedProcessRegistry(): Registry {
   if (processRegistry === undefined) {
     processRegistry = new Registry();
-    collectDefaultMetrics({ register: processRegistry, prefix: 'slab_proxy_' });
+    // Their standard names (`process_*`, `nodejs_*`), unprefixed: stock Node.js dashboards and
+    // alerts work as they are.
+    collectDefaultMetrics({ register: processRegistry });
   }
   return processRegistry;
 }
@@ -277,6 +295,50 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         this.set(redisUp() ? 1 : 0);
       },
     });
+  }
+
+  new Gauge({
+    name: 'slab_proxy_build_info',
+    help: 'Always 1; the labels say which build runs: the package version and the Node.js version.',
+    labelNames: ['version', 'node'] as const,
+    registers: [registry],
+  })
+    .labels(PACKAGE_VERSION, process.version)
+    .set(1);
+  /** A gauge read from its callback at each scrape; absent when nothing feeds it. */
+  const scrapedGauge = (name: string, help: string, read: (() => number) | undefined): void => {
+    if (read === undefined) return;
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  };
+  scrapedGauge('slab_proxy_requests_in_flight', 'Requests on the API port not yet answered.', options.inFlightRequests);
+  scrapedGauge(
+    'slab_proxy_operator_state_age_seconds',
+    'Seconds since this replica last confirmed its operator state (TTL overrides, revocations, blocks) with Redis.',
+    options.operatorStateAgeSeconds,
+  );
+  scrapedGauge('slab_proxy_redis_down_seconds', 'Seconds this replica has been without a usable Redis; 0 while connected.', options.redisDownSeconds);
+  const { cacheFootprint } = options;
+  if (cacheFootprint !== undefined) {
+    const tierGauge = (name: string, what: string, read: (tier: CacheFootprint) => number): void => {
+      new Gauge({
+        name,
+        help: `${what} held by an in-process cache tier: l1 (in front of Redis) or memory (the single-replica store).`,
+        labelNames: ['tier'] as const,
+        registers: [registry],
+        collect() {
+          for (const tier of cacheFootprint()) this.labels(tier.tier).set(read(tier));
+        },
+      });
+    };
+    tierGauge('slab_proxy_cache_entries', 'Entries', (tier) => tier.entries);
+    tierGauge('slab_proxy_cache_bytes', 'Bytes', (tier) => tier.bytes);
   }
 
   // Every known series starts at zero, so that rates and ratios exist before the first event.

@@ -41,6 +41,8 @@ export interface ReplicaEnv {
   readonly JWT_SECRET: string;
   readonly CONFIG_FILE?: string;
   readonly ADMIN_TOKEN?: string;
+  readonly DRAIN_SECONDS?: string;
+  readonly SHUTDOWN_DELAY_SECONDS?: string;
 }
 
 /** Starts a replica on free ports and waits until it serves with Redis connected. */

@@ -4,7 +4,8 @@
  * requests lets them finish while `/readyz` says 503 and new connections are refused, then exits
  * 0; a kept-alive connection is closed once answered instead of holding the drain; a request
  * whose headers were still arriving when the drain began gets 503 `shutting_down`; `SIGHUP`
- * applies a changed file and keeps the old settings when the new file is bad.
+ * applies a changed file and keeps the old settings when the new file is bad; with
+ * `SHUTDOWN_DELAY_SECONDS`, `/readyz` turns 503 at once while the client port serves on for the delay.
  */
 import { writeFileSync } from 'node:fs';
 import { once } from 'node:events';
@@ -89,6 +90,30 @@ describe('SIGTERM', () => {
     expect(await replica.process.exited).toBe(0);
     sandbox.faults.clear();
     expect(replica.process.stdout()).toContain('"msg":"stopped"');
+  });
+
+  it('with SHUTDOWN_DELAY_SECONDS, answers /readyz 503 at once while the client port still serves new connections, then drains and exits 0', async () => {
+    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: replicaConfig('{}\n'), SHUTDOWN_DELAY_SECONDS: '3' });
+    replica.process.child.kill('SIGTERM');
+    await replica.process.waitFor(/"msg":"readiness off; serving until the drain"/);
+    expect(await readyz(replica)).toMatchObject({ status: 503, body: { status: 'draining' } });
+
+    // A new connection, after readiness went off: still answered, and logged before the drain began.
+    const served = await getWithToken(replica.url, `${API_PREFIX}/receipts?per_page=4`, reader);
+    expect(served.status).toBe(200);
+    await replica.process.waitFor(/"msg":"draining"/);
+    const log = replica.process.stdout();
+    const answeredAt = log.search(/"path":"\/api\/slab\/v1\/operations\/receipts"[^\n]*"status":200/);
+    expect(answeredAt).toBeGreaterThan(log.indexOf('"msg":"readiness off; serving until the drain"'));
+    expect(answeredAt).toBeLessThan(log.indexOf('"msg":"draining"'));
+
+    // Then the drain: the client port stops accepting, and the process exits 0.
+    const refused = await send(replica.url, `${API_PREFIX}/receipts?per_page=4`, { headers: [['authorization', `Bearer ${reader}`]] }).then(
+      () => 'answered',
+      (error: unknown) => (typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'error'),
+    );
+    expect(refused).toBe('ECONNREFUSED');
+    expect(await replica.process.exited).toBe(0);
   });
 
   it('closes a kept-alive connection once its request in flight is answered: the drain does not wait for the client', async () => {

@@ -60,7 +60,7 @@ describe('/metrics', () => {
     expect(metrics.types.get('slab_proxy_requests_total')).toBe('counter');
     expect(metrics.types.get('slab_proxy_request_duration_seconds')).toBe('histogram');
     expect(metrics.types.get('slab_proxy_upstream_duration_seconds')).toBe('histogram');
-    expect(metrics.types.get('slab_proxy_process_resident_memory_bytes')).toBe('gauge');
+    expect(metrics.types.get('process_resident_memory_bytes')).toBe('gauge');
     expect(metrics.value('slab_proxy_upstream_circuit_state')).toBe(0);
     expect(metrics.value('slab_proxy_redis_up')).toBe(1);
   });
@@ -144,11 +144,32 @@ describe('/metrics', () => {
     expect((await getWithToken(proxy.url, `${API_PREFIX}/fulfilments?per_page=4`, reader)).status).toBe(200);
     const down = await scrape();
     expect(down.value('slab_proxy_redis_up')).toBe(0);
+    expect(before.value('slab_proxy_redis_down_seconds')).toBe(0);
+    await until(async () => (await scrape()).value('slab_proxy_redis_down_seconds') > 0, 'the downtime to count');
     expect(down.value('slab_proxy_store_lookups_total', { result: 'unavailable' })).toBeGreaterThan(before.value('slab_proxy_store_lookups_total', { result: 'unavailable' }));
     // The client's reconnection attempts fail, each one counted.
     await until(async () => (await scrape()).value('slab_proxy_redis_errors_total', { component: 'cache' }) > before.value('slab_proxy_redis_errors_total', { component: 'cache' }), 'a Redis error to be counted');
     await redis.restart();
     await until(async () => ((await send(proxy.adminUrl ?? '', '/readyz')).json() as { redis?: string }).redis === 'ok', 'Redis to be usable again');
-    expect((await scrape()).value('slab_proxy_redis_up')).toBe(1);
+    const up = await scrape();
+    expect(up.value('slab_proxy_redis_up')).toBe(1);
+    expect(up.value('slab_proxy_redis_down_seconds')).toBe(0);
+  });
+
+  it('reports the build, the requests in flight and what the L1 holds', async () => {
+    const target = `${API_PREFIX}/warehouses?per_page=11`;
+    const before = await scrape();
+    expect((await getWithToken(proxy.url, target, reader)).status).toBe(200);
+    const after = await scrape();
+    expect(after.series('slab_proxy_build_info')).toHaveLength(1);
+    expect(after.value('slab_proxy_cache_entries', { tier: 'l1' })).toBeGreaterThan(before.value('slab_proxy_cache_entries', { tier: 'l1' }));
+    expect(after.value('slab_proxy_cache_bytes', { tier: 'l1' })).toBeGreaterThan(before.value('slab_proxy_cache_bytes', { tier: 'l1' }));
+
+    // A slow upstream answer: counted in flight while it waits, counted out once answered.
+    sandbox.faults.set({ latencyMs: 1_000, resource: 'transfer-items', times: 1 });
+    const slow = getWithToken(proxy.url, `${API_PREFIX}/transfer-items?per_page=6`, reader);
+    await until(async () => (await scrape()).value('slab_proxy_requests_in_flight') === 1, 'the slow request to be in flight');
+    expect((await slow).status).toBe(200);
+    expect((await scrape()).value('slab_proxy_requests_in_flight')).toBe(0);
   });
 });

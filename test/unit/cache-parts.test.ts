@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { formatCacheStatus } from '../../src/cache/cache-status.js';
 import { type CacheEntry, ENTRY_FORMAT_VERSION, decodeEntry, encodeEntry, strongEtag } from '../../src/cache/entry.js';
 import { L1Cache } from '../../src/cache/l1.js';
+import { createMemoryStore } from '../../src/cache/memory-store.js';
 import { CachePolicies, type PolicyOverrides } from '../../src/cache/policy.js';
 import { etagMatches } from '../../src/http/conditional.js';
 import { configWith } from '../helpers/env.js';
@@ -76,6 +77,34 @@ describe('L1', () => {
     const kept = Array.from({ length: 10 }, (_, i) => l1.get(`k${i}`, 'tag')).filter((e) => e !== undefined);
     expect(kept.length).toBeLessThanOrEqual(3);
     expect(l1.get('k9', 'tag')).toBeDefined();
+  });
+
+  it('reports what it holds, as counted against its bound (slab_proxy_cache_entries and _bytes)', () => {
+    const l1 = new L1Cache({ maxBytes: PAGE.length * 3, ttlMs: 60_000 });
+    expect(l1.footprint()).toEqual({ entries: 0, bytes: 0 });
+    l1.set('k0', entry(PAGE));
+    expect(l1.footprint().entries).toBe(1);
+    expect(l1.footprint().bytes).toBeGreaterThan(PAGE.length);
+    for (let i = 1; i < 10; i++) l1.set(`k${i}`, entry(PAGE));
+    const { entries, bytes } = l1.footprint();
+    expect(entries).toBeGreaterThan(0);
+    expect(entries).toBeLessThanOrEqual(3);
+    expect(bytes).toBeLessThanOrEqual(PAGE.length * 3);
+  });
+});
+
+describe('memory store', () => {
+  it('reports what it holds, and nothing once an entry is past its keepUntil', async () => {
+    let now = 1_000;
+    const store = createMemoryStore({ maxBytes: 1_048_576, now: () => now });
+    const address = { group: { company: '1', resource: 'receipts' as const }, key: 'slab:{1:receipts}:co:list:per_page=30', generationKey: 'g', leaseKey: 'l' };
+    expect(store.footprint?.()).toEqual({ entries: 0, bytes: 0 });
+    expect(await store.save(address, entry(PAGE))).toBe(true);
+    expect(store.footprint?.().entries).toBe(1);
+    expect(store.footprint?.().bytes).toBeGreaterThan(PAGE.length);
+    now = 700_000;
+    expect((await store.lookup(address)).entry).toBeUndefined();
+    expect(store.footprint?.()).toEqual({ entries: 0, bytes: 0 });
   });
 });
 

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadEnv, parseConfigText } from '../../src/config/load.js';
+import { ConfigError, ENV_VARIABLES, SHUTDOWN_MARGIN_SECONDS, loadEnv, parseConfigText, shutdownPlan } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 
 function configErrorKey(run: () => unknown): string {
@@ -61,6 +61,29 @@ describe('environment', () => {
     expect(env).toMatchObject({ port: 8080, host: '0.0.0.0', adminPort: 9090, configFile: 'config/default.yaml', logLevel: 'info' });
     expect(env.upstreamUrl).toBeUndefined();
     expect(env.keySource).toBeUndefined();
+    expect(env).toMatchObject({ drainSeconds: 10, shutdownDelaySeconds: 0 });
+  });
+
+  it('reads exactly the variables it lists (ENV_VARIABLES), and no other', () => {
+    const read = new Set<string>();
+    const recorder = new Proxy({} as Record<string, string | undefined>, {
+      get(_target, name) {
+        if (typeof name === 'string') read.add(name);
+        return undefined;
+      },
+    });
+    loadEnv(recorder);
+    expect([...read].sort()).toEqual([...ENV_VARIABLES].sort());
+  });
+
+  it('reads the drain bound and the delay before it, in whole seconds', () => {
+    expect(loadEnv({ DRAIN_SECONDS: '25', SHUTDOWN_DELAY_SECONDS: '5' })).toMatchObject({ drainSeconds: 25, shutdownDelaySeconds: 5 });
+    expect(loadEnv({ DRAIN_SECONDS: '0', SHUTDOWN_DELAY_SECONDS: '0' })).toMatchObject({ drainSeconds: 0, shutdownDelaySeconds: 0 });
+  });
+
+  it('plans a shutdown: the delay, then the drain, then a forced exit after a margin', () => {
+    expect(shutdownPlan({ shutdownDelaySeconds: 5, drainSeconds: 10 })).toEqual({ delayMs: 5_000, drainMs: 10_000, limitMs: (15 + SHUTDOWN_MARGIN_SECONDS) * 1000 });
+    expect(shutdownPlan(loadEnv({}))).toEqual({ delayMs: 0, drainMs: 10_000, limitMs: (10 + SHUTDOWN_MARGIN_SECONDS) * 1000 });
   });
 
   it.each([
@@ -75,6 +98,13 @@ describe('environment', () => {
     ['JWT_ALGORITHMS', { JWT_ALGORITHMS: 'HS256,none' }],
     ['JWT_JWKS_URL, JWT_SECRET', { JWT_JWKS_URL: 'https://keys.test/jwks', JWT_SECRET: 's' }],
     ['JWT_PUBLIC_KEY_FILE', { JWT_PUBLIC_KEY_FILE: '/nonexistent/key.pem' }],
+    ['DRAIN_SECONDS', { DRAIN_SECONDS: '1.5' }],
+    ['DRAIN_SECONDS', { DRAIN_SECONDS: '-1' }],
+    ['DRAIN_SECONDS', { DRAIN_SECONDS: '1e2' }],
+    ['DRAIN_SECONDS', { DRAIN_SECONDS: '3601' }],
+    ['SHUTDOWN_DELAY_SECONDS', { SHUTDOWN_DELAY_SECONDS: ' 5' }],
+    ['SHUTDOWN_DELAY_SECONDS', { SHUTDOWN_DELAY_SECONDS: '05' }],
+    ['SHUTDOWN_DELAY_SECONDS', { SHUTDOWN_DELAY_SECONDS: '601' }],
   ])('a bad %s stops the start, naming it', (key, env) => {
     expect(configErrorKey(() => loadEnv(env))).toBe(key);
   });

@@ -3,6 +3,7 @@
  * prom-client's own would, counters pending since the last scrape are all handed over, labels stay
  * bounded whatever the input, and the whole text parses as the Prometheus format.
  */
+import { readFileSync } from 'node:fs';
 import { Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/observability/metrics.js';
@@ -61,7 +62,7 @@ describe('metrics', () => {
     expect(exposition.value('slab_proxy_requests_total', { resource: 'receipts', status: 'other', cache: 'miss' })).toBe(1);
     expect(exposition.value('slab_proxy_upstream_requests_total', { resource: 'other', status: 'other' })).toBe(1);
     const labelNames = new Set([...exposition.samples.keys()].flatMap((series) => [...series.matchAll(/([a-z_]+)="/g)].map((m) => m[1])));
-    expect([...labelNames].sort()).toEqual(['cache', 'component', 'le', 'policy', 'reason', 'resource', 'result', 'scope', 'status']);
+    expect([...labelNames].sort()).toEqual(['cache', 'component', 'le', 'node', 'policy', 'reason', 'resource', 'result', 'scope', 'status', 'version']);
   });
 
   it('reads the circuit and Redis state at scrape time, and starts every known counter at zero', async () => {
@@ -82,10 +83,54 @@ describe('metrics', () => {
     expect(parseExposition(await createMetrics({ processMetrics: false }).render()).series('slab_proxy_redis_up')).toEqual([]);
   });
 
-  it("includes the process's own metrics when asked, once per process", async () => {
+  it("includes the process's own metrics under their standard names when asked, once per process", async () => {
     const a = parseExposition(await createMetrics().render());
     const b = parseExposition(await createMetrics().render());
-    expect(a.types.get('slab_proxy_process_cpu_user_seconds_total')).toBe('counter');
-    expect(b.types.get('slab_proxy_nodejs_heap_size_used_bytes')).toBe('gauge');
+    expect(a.types.get('process_cpu_user_seconds_total')).toBe('counter');
+    expect(b.types.get('nodejs_heap_size_used_bytes')).toBe('gauge');
+    expect(a.types.get('nodejs_eventloop_lag_p99_seconds')).toBe('gauge');
+    expect([...a.types.keys()].filter((name) => name.startsWith('slab_proxy_process') || name.startsWith('slab_proxy_nodejs'))).toEqual([]);
+  });
+
+  it('says which build runs: slab_proxy_build_info{version, node} is 1', async () => {
+    const manifest = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+    const text = parseExposition(await createMetrics({ processMetrics: false }).render());
+    expect(text.types.get('slab_proxy_build_info')).toBe('gauge');
+    expect(text.series('slab_proxy_build_info')).toEqual([{ labels: { version: manifest.version, node: process.version }, value: 1 }]);
+  });
+
+  it('reads the in-flight requests, the cache tiers and the state ages from their callbacks at each scrape', async () => {
+    let inFlight = 3;
+    let tiers = [{ tier: 'l1' as const, entries: 7, bytes: 9_000 }];
+    let operatorAge = 2.5;
+    let redisDown = 0;
+    const metrics = createMetrics({
+      processMetrics: false,
+      inFlightRequests: () => inFlight,
+      cacheFootprint: () => tiers,
+      operatorStateAgeSeconds: () => operatorAge,
+      redisDownSeconds: () => redisDown,
+    });
+    let text = parseExposition(await metrics.render());
+    expect(text.value('slab_proxy_requests_in_flight')).toBe(3);
+    expect(text.value('slab_proxy_cache_entries', { tier: 'l1' })).toBe(7);
+    expect(text.value('slab_proxy_cache_bytes', { tier: 'l1' })).toBe(9_000);
+    expect(text.value('slab_proxy_operator_state_age_seconds')).toBe(2.5);
+    expect(text.value('slab_proxy_redis_down_seconds')).toBe(0);
+    inFlight = 0;
+    tiers = [{ tier: 'l1', entries: 8, bytes: 12_000 }];
+    operatorAge = 40;
+    redisDown = 12;
+    text = parseExposition(await metrics.render());
+    expect(text.value('slab_proxy_requests_in_flight')).toBe(0);
+    expect(text.value('slab_proxy_cache_entries', { tier: 'l1' })).toBe(8);
+    expect(text.value('slab_proxy_cache_bytes', { tier: 'l1' })).toBe(12_000);
+    expect(text.value('slab_proxy_operator_state_age_seconds')).toBe(40);
+    expect(text.value('slab_proxy_redis_down_seconds')).toBe(12);
+    // Nothing feeds them: no such gauges (an absent series, not a misleading 0).
+    const bare = parseExposition(await createMetrics({ processMetrics: false }).render());
+    for (const name of ['slab_proxy_requests_in_flight', 'slab_proxy_cache_entries', 'slab_proxy_operator_state_age_seconds', 'slab_proxy_redis_down_seconds']) {
+      expect(bare.types.has(name), name).toBe(false);
+    }
   });
 });
