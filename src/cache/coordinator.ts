@@ -94,7 +94,7 @@ export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCo
 
   return {
     async tryLease(address) {
-      if (!health.usable()) return 'unavailable';
+      if (!health.usable(address.leaseKey)) return 'unavailable';
       try {
         fills += 1;
         const token = `${owner}${String(fills)}`;
@@ -103,7 +103,7 @@ export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCo
         held.set(address.leaseKey, token);
         return 'acquired';
       } catch {
-        health.failed();
+        health.failed(address.leaseKey);
         return 'unavailable';
       }
     },
@@ -117,7 +117,7 @@ export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCo
       try {
         await client.eval(RELEASE_SCRIPT, 1, address.leaseKey, token, channel, address.key);
       } catch {
-        health.failed(); // the lease expires by itself; waiters poll
+        health.failed(address.leaseKey); // the lease expires by itself; waiters poll
       }
     },
     async waitForFill(address, maxWaitMs) {

@@ -24,15 +24,15 @@ export function createRedisStore(options: RedisStoreOptions): CacheStore {
   const { client, health, prefix } = options;
   const now = options.now ?? Date.now;
 
-  function failed(operation: string, error: unknown): void {
-    health.failed();
+  function failed(operation: string, key: string, error: unknown): void {
+    health.failed(key);
     options.onFailure?.(operation, error);
   }
 
   return {
     kind: 'redis',
     async lookup(address) {
-      if (!health.usable()) return UNAVAILABLE;
+      if (!health.usable(address.key)) return UNAVAILABLE;
       try {
         const [generation, raw] = await client.mgetBuffer(address.generationKey, address.key);
         return {
@@ -41,40 +41,41 @@ export function createRedisStore(options: RedisStoreOptions): CacheStore {
           available: true,
         };
       } catch (error) {
-        failed('lookup', error);
+        failed('lookup', address.key, error);
         return UNAVAILABLE;
       }
     },
     async ensureGeneration(address) {
-      if (!health.usable()) return undefined;
+      if (!health.usable(address.generationKey)) return undefined;
       const candidate = newGeneration();
       try {
         // SET … NX GET (Redis ≥ 7): the existing generation, or ours when there was none.
         const existing = await client.set(address.generationKey, candidate, 'NX', 'GET');
         return existing ?? candidate;
       } catch (error) {
-        failed('generation', error);
+        failed('generation', address.generationKey, error);
         return undefined;
       }
     },
     async save(address, entry) {
       const ttl = Math.ceil(entry.keepUntil - now());
-      if (ttl <= 0 || !health.usable()) return false;
+      if (ttl <= 0 || !health.usable(address.key)) return false;
       try {
         await client.set(address.key, encodeEntry(entry), 'PX', ttl);
         return true;
       } catch (error) {
-        failed('save', error);
+        failed('save', address.key, error);
         return false;
       }
     },
     async purge(group: CacheGroup) {
       const generation = newGeneration();
+      const key = generationKey(prefix, group);
       try {
-        await client.set(generationKey(prefix, group), generation);
+        await client.set(key, generation);
         return generation;
       } catch (error) {
-        failed('purge', error);
+        failed('purge', key, error);
         return undefined;
       }
     },

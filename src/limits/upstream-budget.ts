@@ -18,7 +18,7 @@
  */
 import Bottleneck from 'bottleneck';
 import { Cluster, Redis } from 'ioredis';
-import { RedisHealth, clusterNodes } from '../cache/redis-connection.js';
+import { FAIL_FAST_CLUSTER_OPTIONS, RedisHealth, clusterNodes } from '../cache/redis-connection.js';
 import { type Slot, SlotQueue } from './slot-queue.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
@@ -155,7 +155,7 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     };
     const client =
       redis.clusterNodes !== undefined && redis.clusterNodes.length > 0
-        ? new Cluster(clusterNodes(redis.clusterNodes), { redisOptions: clientOptions, enableOfflineQueue: false })
+        ? new Cluster(clusterNodes(redis.clusterNodes), { redisOptions: clientOptions, enableOfflineQueue: false, ...FAIL_FAST_CLUSTER_OPTIONS })
         : new Redis(urlOf(redis.url), clientOptions);
     handleScriptRejections(client);
     const connection = new Bottleneck.IORedisConnection({ client });

@@ -44,13 +44,15 @@ export function createUpstreamPause(options: UpstreamPauseOptions): UpstreamPaus
   }
 
   const redis = options.redis;
-  const keyOf = (company: string): string => `${redis?.prefix ?? ''}:pause:${company}`;
+  // `{company}` is a hash tag: the pause and its probe share a Redis Cluster slot, so that one DEL
+  // may name both (a CROSSSLOT error otherwise).
+  const keyOf = (company: string): string => `${redis?.prefix ?? ''}:pause:{${company}}`;
 
   return {
     async check(company) {
       const known = local.get(company);
       if (known !== undefined && now() < known.until) return { kind: 'paused', retryAfterMs: known.until - now() };
-      if (redis === undefined || !redis.health.usable()) return checkLocally(company);
+      if (redis === undefined || !redis.health.usable(keyOf(company))) return checkLocally(company);
       try {
         const until = await redis.client.get(keyOf(company));
         if (until === null) {
@@ -65,29 +67,29 @@ export function createUpstreamPause(options: UpstreamPauseOptions): UpstreamPaus
         const probe = await redis.client.set(`${keyOf(company)}:probe`, '1', 'PX', options.probeMs, 'NX');
         return probe === 'OK' ? PROBE : WHILE_PROBING;
       } catch {
-        redis.health.failed();
+        redis.health.failed(keyOf(company));
         return checkLocally(company);
       }
     },
     async pause(company, ms) {
       const until = now() + ms;
       local.set(company, { until, probing: false, probeSince: 0 });
-      if (redis === undefined || !redis.health.usable()) return;
+      if (redis === undefined || !redis.health.usable(keyOf(company))) return;
       try {
         // Kept past `until` by one probe's time: its presence then means "probe first".
         await redis.client.set(keyOf(company), String(until), 'PX', ms + options.probeMs);
         await redis.client.del(`${keyOf(company)}:probe`);
       } catch {
-        redis.health.failed();
+        redis.health.failed(keyOf(company));
       }
     },
     async resume(company) {
       local.delete(company);
-      if (redis === undefined || !redis.health.usable()) return;
+      if (redis === undefined || !redis.health.usable(keyOf(company))) return;
       try {
         await redis.client.del(keyOf(company), `${keyOf(company)}:probe`);
       } catch {
-        redis.health.failed();
+        redis.health.failed(keyOf(company));
       }
     },
   };

@@ -23,6 +23,8 @@ export async function closedLoop(options: {
   readonly durationMs: number;
   /** The `i`-th request of the run (0-based, over all clients). */
   readonly next: (i: number) => LoadTarget;
+  /** Told of every answer: the request's index, its status and headers, and when it ended (ms). */
+  readonly onAnswer?: (i: number, status: number, headers: Readonly<Record<string, string | string[] | undefined>>, at: number) => void;
 }): Promise<LoadResult> {
   const dispatcher = new Agent({ connections: options.connections, keepAliveTimeout: 10_000 });
   const byStatus: Record<string, number> = {};
@@ -32,10 +34,12 @@ export async function closedLoop(options: {
   const deadline = Date.now() + options.durationMs;
   async function client(): Promise<void> {
     while (Date.now() < deadline) {
-      const target = options.next(issued++);
+      const index = issued++;
+      const target = options.next(index);
       try {
         const res = await request(`${target.base}${target.path}`, { dispatcher, headers: { authorization: `Bearer ${target.token}` } });
         await res.body.dump();
+        options.onAnswer?.(index, res.statusCode, res.headers, Date.now());
         byStatus[String(res.statusCode)] = (byStatus[String(res.statusCode)] ?? 0) + 1;
         answers += 1;
       } catch {

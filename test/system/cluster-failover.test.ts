@@ -1,0 +1,131 @@
+/**
+ * One failed master costs only its own slots (issue 8). Three replicas on a Redis Cluster of 3
+ * masters serve warm pages under load; one master is killed (`kill -9`, failed over), then another
+ * is paused (SIGSTOP) for 5 s. What must hold: no 5xx on any cached key; the pages whose slots live
+ * on a healthy master keep being served from the cache (not one of them refetched from the
+ * upstream); and the throughput is back within 5 s of the kill.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
+import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import type { ClusterNode, RedisCluster } from '../../src/dev/redis-cluster.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { startSandbox, upstreamTarget } from '../helpers/env.js';
+import { recordFigure } from '../helpers/figures.js';
+import { getWithToken } from '../helpers/http.js';
+import { closedLoop } from '../helpers/load.js';
+import { type Replica, startReplicas } from '../helpers/replicas.js';
+import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+
+const secret = 'cluster failover: thirty-two bytes at least, surely';
+const COMPANIES = [1, 2, 3];
+
+interface Page {
+  readonly path: string;
+  readonly company: number;
+  readonly token: string;
+  /** The master that holds the page's slot when the test starts. */
+  master: ClusterNode;
+}
+
+let redis: SharedRedis;
+let cluster: RedisCluster;
+let sandbox: Sandbox;
+let replicas: Replica[] = [];
+const pages: Page[] = [];
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+beforeAll(async () => {
+  redis = await startSharedRedis('cluster');
+  if (redis.cluster === undefined) throw new Error('a cluster was asked for');
+  cluster = redis.cluster;
+  sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+  replicas = await startReplicas(
+    3,
+    { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env },
+    [
+      'cache:',
+      '  defaults: { ttl: 300, staleWhileRevalidate: 300, staleIfError: 600, notFoundTtl: 10 }',
+      '  resources: { movements: { ttl: 300 } }',
+      'rateLimit:',
+      '  perCredential: { points: 10000000, duration: 60 }',
+      '  perCompany: { points: 10000000, duration: 60 }',
+      '  replicas: 3',
+      '',
+    ].join('\n'),
+  );
+  for (const company of COMPANIES) {
+    const token = await mintDevToken({ company, secret });
+    for (const resource of RESOURCE_NAMES) {
+      // A page size per company: the upstream counts requests by target, which holds no company.
+      pages.push({ path: `${API_PREFIX}/${resource}?per_page=${String(4 + company)}`, company, token, master: await cluster.masterOf(`{${String(company)}:${resource}}`) });
+    }
+  }
+  // Warm: every page stored, through every replica.
+  for (const page of pages) for (const replica of replicas) expect((await getWithToken(replica.url, page.path, page.token)).status).toBe(200);
+});
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+  await sandbox?.close();
+  await redis?.stop();
+});
+
+describe('a Redis Cluster master killed, then another paused, under load over 3 replicas', () => {
+  it('answers no 5xx, keeps the pages of the healthy masters cached, and is back to full throughput within 5 s', { timeout: 90_000 }, async () => {
+    const masters = await cluster.masters();
+    const [killed, paused] = masters as [ClusterNode, ClusterNode, ClusterNode];
+    const healthy = pages.filter((page) => page.master.port !== killed.port && page.master.port !== paused.port);
+    expect(healthy.length).toBeGreaterThan(0);
+    sandbox.resetStats();
+
+    const perSecond = new Map<number, number>();
+    const statuses: Record<string, number> = {};
+    const startedAt = Date.now();
+    const load = closedLoop({
+      connections: 24,
+      durationMs: 19_000,
+      next: (i) => {
+        const page = pages[i % pages.length] ?? pages[0];
+        if (page === undefined) throw new Error('no pages');
+        return { base: replicas[i % replicas.length]?.url ?? '', path: page.path, token: page.token };
+      },
+      onAnswer: (_i, status, _headers, at) => {
+        statuses[String(status)] = (statuses[String(status)] ?? 0) + 1;
+        const second = Math.floor((at - startedAt) / 1000);
+        perSecond.set(second, (perSecond.get(second) ?? 0) + 1);
+      },
+    });
+    await sleep(4_000);
+    const killedAt = Date.now();
+    await cluster.kill(killed);
+    await sleep(6_000);
+    cluster.pause(paused);
+    await sleep(5_000);
+    cluster.resume(paused);
+    const result = await load;
+
+    const series = [...perSecond.entries()].sort(([a], [b]) => a - b).map(([, n]) => n);
+    const before = series.slice(1, 4);
+    const baseline = before.reduce((sum, n) => sum + n, 0) / before.length;
+    const killSecond = Math.floor((killedAt - startedAt) / 1000);
+    const recoveredAt = series.findIndex((n, second) => second > killSecond && n >= baseline * 0.9);
+    const healthyRefetched = healthy.reduce((sum, page) => sum + (sandbox.stats().byTarget[upstreamTarget(page.path)] ?? 0), 0);
+    recordFigure('cluster-failover', 'throughput per second and refetches', {
+      series,
+      killSecond,
+      pausedFrom: killSecond + 6,
+      recoveredAfterSeconds: recoveredAt - killSecond,
+      statuses,
+      healthyPages: healthy.length,
+      healthyRefetched,
+      upstreamRequests: sandbox.stats().served,
+    });
+    expect(result.errors).toBe(0);
+    expect(Object.keys(statuses).filter((status) => Number(status) >= 500)).toEqual([]);
+    expect(healthyRefetched).toBe(0);
+    expect(recoveredAt).toBeGreaterThan(killSecond);
+    expect(recoveredAt - killSecond).toBeLessThanOrEqual(5);
+  });
+});
