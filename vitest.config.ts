@@ -9,13 +9,11 @@ import { defineConfig } from 'vitest/config';
 const EXCLUSIVE = [
   'test/integration/admin.test.ts',
   'test/integration/cache-redis-failure.test.ts',
-  'test/integration/cache-replicas.test.ts',
   'test/integration/config-check.test.ts',
   'test/integration/entry-points.test.ts',
   'test/integration/lifecycle.test.ts',
   'test/integration/limits-leases.test.ts',
   'test/integration/loadtest.test.ts',
-  'test/integration/limits-replicas.test.ts',
   'test/integration/log-redaction.test.ts',
   'test/integration/metrics.test.ts',
   'test/integration/store-contract.test.ts',

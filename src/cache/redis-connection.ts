@@ -102,9 +102,14 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
   let client: RedisClient;
   if (options.clusterNodes !== undefined && options.clusterNodes.length > 0) {
     client = new Cluster(clusterNodes(options.clusterNodes), {
-      redisOptions,
+      redisOptions: { ...redisOptions, enableAutoPipelining: false },
       enableOfflineQueue: subscriber,
-      enableAutoPipelining: !subscriber,
+      // Not on a cluster: ioredis's auto-pipelining reads the slot map without a check, and a
+      // command sent while the client had no slots yet, run once a partial map arrived (a cluster
+      // still forming), threw outside any promise and stopped the process (seen in
+      // test/system/replica-reconnect.test.ts). Batching across requests is rare anyway: a batch
+      // forms only from commands issued in one synchronous run.
+      enableAutoPipelining: false,
       clusterRetryStrategy: (times: number) => Math.min(100 * times, 2_000),
       // A subscription may wait for the cluster; a command may not.
       ...(subscriber ? {} : FAIL_FAST_CLUSTER_OPTIONS),
@@ -116,7 +121,35 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
   }
   // Without a listener ioredis reports every connection error as unhandled.
   client.on('error', (error: Error) => options.onError?.(error));
+  if (client instanceof Cluster) reconnectWhenStuck(client, options.onError);
   return client;
+}
+
+/** How long a cluster client may stay unready before it starts over from its seed nodes. */
+export const STUCK_CLUSTER_MS = 5_000;
+
+/**
+ * A replica never stays cut off from its cluster (issue 8: after failovers, a replica started
+ * with seed nodes that had become replicas kept answering "Cluster isn't ready" for 40 s and more,
+ * while the others served). ioredis retries on its own; should its cluster client still not be
+ * ready after `STUCK_CLUSTER_MS`, it is made to start over: a new connection to the seed nodes and
+ * a fresh slot map, every `STUCK_CLUSTER_MS` until it is ready. A client closed on purpose stops.
+ */
+function reconnectWhenStuck(cluster: Cluster, onError: ((error: Error) => void) | undefined, now: () => number = Date.now): void {
+  let unreadySince: number | undefined = now();
+  cluster.on('ready', () => {
+    unreadySince = undefined;
+  });
+  const watchdog = setInterval(() => {
+    if (cluster.status === 'end') return clearInterval(watchdog); // closed on purpose
+    if (cluster.status === 'ready') return;
+    unreadySince ??= now();
+    if (now() - unreadySince < STUCK_CLUSTER_MS) return;
+    unreadySince = now();
+    onError?.(new Error(`Redis Cluster not ready for ${String(STUCK_CLUSTER_MS)} ms: reconnecting from the seed nodes`));
+    cluster.disconnect(true);
+  }, 1_000);
+  watchdog.unref();
 }
 
 export interface RedisHealthOptions {

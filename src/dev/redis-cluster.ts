@@ -27,6 +27,8 @@ export interface RedisClusterOptions {
   readonly masters?: number;
   /** `cluster-node-timeout`, ms: how soon a silent master is failed over. Default 1 000. */
   readonly nodeTimeoutMs?: number;
+  /** The nodes' ports (masters × 2 of them), e.g. seeds handed out before the cluster exists. */
+  readonly ports?: readonly number[];
 }
 
 export interface RedisCluster {
@@ -119,7 +121,24 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   const nodeTimeoutMs = options.nodeTimeoutMs ?? 1_000;
   if (masters < 3) throw new TypeError('a Redis Cluster needs at least 3 masters');
   const dir = mkdtempSync(join(tmpdir(), 'slab-redis-cluster-'));
-  const launched = await Promise.all(Array.from({ length: masters * 2 }, () => launchOnFreePort(dir, nodeTimeoutMs)));
+  const fixed = options.ports;
+  if (fixed !== undefined && fixed.length !== masters * 2) throw new TypeError(`a cluster of ${String(masters)} masters needs ${String(masters * 2)} ports`);
+  const launched = await Promise.all(
+    Array.from({ length: masters * 2 }, async (_, i) => {
+      const port = fixed?.[i];
+      if (port === undefined) return launchOnFreePort(dir, nodeTimeoutMs);
+      for (let attempt = 0; ; attempt++) {
+        // A free port that is not one of the fixed ones (free too, until their node listens).
+        let busPort = await freePort();
+        while (fixed?.includes(busPort) === true) busPort = await freePort();
+        try {
+          return { port, busPort, child: await launch(port, busPort, dir, nodeTimeoutMs) };
+        } catch (error) {
+          if (attempt >= 4) throw error;
+        }
+      }
+    }),
+  );
   const children = new Map<number, ChildProcess>(launched.map(({ port, child }) => [port, child]));
   const paused = new Set<number>();
   const nodes: ClusterNode[] = launched.map(({ port }) => ({ port, address: `127.0.0.1:${String(port)}` }));

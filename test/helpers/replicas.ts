@@ -45,14 +45,17 @@ export interface ReplicaEnv {
   readonly SHUTDOWN_DELAY_SECONDS?: string;
 }
 
-/** Starts a replica on free ports and waits until it serves with Redis connected. */
-export async function startReplica(env: ReplicaEnv): Promise<Replica> {
+/**
+ * Starts a replica on free ports and waits until it serves with Redis connected (or, with
+ * `waitForRedis: false`, until it serves at all: Redis may be down on purpose).
+ */
+export async function startReplica(env: ReplicaEnv, options: { readonly waitForRedis?: boolean } = {}): Promise<Replica> {
   const defined = Object.fromEntries(Object.entries(env).filter((pair): pair is [string, string] => pair[1] !== undefined));
   const child = runNode('dist/main.js', { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...defined });
   const [, port, adminPort] = await child.waitFor(/"port":(\d+),"adminPort":(\d+)/);
   const replica = { process: child, url: `http://127.0.0.1:${String(port)}`, adminUrl: `http://127.0.0.1:${String(adminPort)}` };
   // Without Redis the first requests would (correctly) fail open, each replica on its own.
-  await until(() => redisOk(replica), 'the replica to report redis ok');
+  if (options.waitForRedis !== false) await until(() => redisOk(replica), 'the replica to report redis ok');
   return replica;
 }
 

@@ -157,6 +157,21 @@ describe.each(REDIS_TOPOLOGIES)('operator decisions through Redis failures (%s R
     expect((await getWithToken(replicas[1]?.url ?? '', TARGET, decisions.allowed)).status).toBe(200);
   });
 
+  it('a TTL override and a purge made through one replica reach the others within a second', async () => {
+    const [one, , three] = replicas as [Replica, Replica, Replica];
+    const reader = await mintDevToken({ company: 1, secret, subject: `ttl-${topology}` });
+    const page = `${API_PREFIX}/stocktakes?per_page=7`;
+    await getWithToken(three.url, page, reader);
+    expect((await getWithToken(three.url, page, reader)).headers['cache-status']).toMatch(/^slab-proxy; hit; ttl=(29|30)$/);
+    const started = Date.now();
+    expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/stocktakes', { ttl: 600 })).status).toBe(200);
+    await until(async () => /^slab-proxy; hit; ttl=59\d$/.test((await getWithToken(three.url, page, reader)).headers['cache-status'] ?? ''), 'the override on replica 3', 1_000);
+    expect((await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'stocktakes' })).status).toBe(200);
+    await until(async () => /fwd=miss/.test((await getWithToken(three.url, page, reader)).headers['cache-status'] ?? ''), 'the purge on replica 3', 1_000);
+    recordFigure('operator-state', `${topology}: TTL override and purge reach replica 3`, { ms: Date.now() - started });
+    expect((await admin(one.adminUrl, 'DELETE', '/admin/cache/ttl/stocktakes')).status).toBe(204);
+  });
+
   it('keeps refusing through a FLUSHALL, and writes the state back', async () => {
     const result = await refusedThroughout(replicas, decisions, () => redis.flushAll(), redisHoldsDecisions);
     recordFigure('operator-state', `${topology}: FLUSHALL`, result);

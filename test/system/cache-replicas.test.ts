@@ -1,6 +1,7 @@
 /**
- * Two proxy replicas, each a real process (`node dist/main.js`), sharing one real Redis in front of
- * one sandbox system of record (DESIGN §6, §10): cluster-wide coalescing through the Redis lease
+ * Two proxy replicas, each a real process (`node dist/main.js`), sharing one real Redis — and a
+ * real Redis Cluster — in front of one sandbox system of record: cluster-wide coalescing through
+ * the Redis lease
  * and pub/sub, entries shared across replicas and across the tokens of one company, never across
  * companies, and a leader's private 403 never handed to the followers of other processes.
  */
@@ -11,43 +12,43 @@ import { mintDevToken } from '../../src/dev/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox, upstreamCount } from '../helpers/env.js';
 import { type RawResponse, getWithToken } from '../helpers/http.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { type Replica, startReplica } from '../helpers/replicas.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = randomBytes(32).toString('base64url');
-
-let redis: RedisServer;
-let sandbox: Sandbox;
-const replicas: Replica[] = [];
 
 function cacheStatus(res: RawResponse): string {
   return res.headers['cache-status'] ?? '';
 }
 
-beforeAll(async () => {
-  redis = await startRedis();
-  sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
-  const env = { UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret };
-  replicas.push(...(await Promise.all([startReplica(env), startReplica(env)])));
-});
+describe.each(REDIS_TOPOLOGIES)('two replicas sharing Redis (%s)', (topology) => {
+  let redis: SharedRedis;
+  let sandbox: Sandbox;
+  const replicas: Replica[] = [];
 
-afterAll(async () => {
-  await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
-  await sandbox.close();
-  await redis.stop();
-});
+  beforeAll(async () => {
+    redis = await startSharedRedis(topology);
+    sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+    const env = { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env };
+    replicas.push(...(await Promise.all([startReplica(env), startReplica(env)])));
+  });
 
-afterEach(() => {
-  sandbox.faults.clear();
-});
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+    await sandbox?.close();
+    await redis?.stop();
+  });
 
-function replica(index: number): Replica {
-  const found = replicas[index % replicas.length];
-  if (found === undefined) throw new Error('no replica');
-  return found;
-}
+  afterEach(() => {
+    sandbox.faults.clear();
+  });
 
-describe('two replicas sharing one Redis', () => {
+  function replica(index: number): Replica {
+    const found = replicas[index % replicas.length];
+    if (found === undefined) throw new Error('no replica');
+    return found;
+  }
+
   it('coalesce one cold key into one upstream request across processes', async () => {
     const target = `${API_PREFIX}/receipts?per_page=11`;
     const token = await mintDevToken({ company: 1, secret });

@@ -1,7 +1,8 @@
 /**
- * Inbound limits shared by two proxy processes through one real Redis: a credential and a company
- * get their points per window in total, not per replica; with Redis killed each replica falls back
- * to its share (points / replicas), nothing fails, and the shared count returns with Redis.
+ * Inbound limits shared by two proxy processes through one real Redis, and through a real Redis
+ * Cluster: a credential and a company get their points per window in total, not per replica; with
+ * Redis killed each replica falls back to its share (points / replicas), nothing fails, and the
+ * shared count returns with Redis.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
@@ -9,15 +10,13 @@ import { mintDevToken } from '../../src/dev/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { getWithToken } from '../helpers/http.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { type Replica, redisOk, startReplicas, until } from '../helpers/replicas.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'limits across replicas: a secret of at least thirty-two bytes';
 const TARGET = `${API_PREFIX}/warehouses`;
 
-let redis: RedisServer;
-let sandbox: Sandbox;
-const replicas: Replica[] = [];
+const LIMITS = 'rateLimit:\n  perCredential: { points: 10, duration: 60 }\n  perCompany: { points: 30, duration: 60 }\n  replicas: 2\n';
 
 /** Sends `count` requests, one after another, and counts the answers by status. */
 async function burst(replica: Replica, bearer: string, count: number): Promise<Record<number, number>> {
@@ -33,20 +32,33 @@ function tokenFor(subject: string, company = 1): Promise<string> {
   return mintDevToken({ company, subject, secret });
 }
 
-beforeAll(async () => {
-  redis = await startRedis();
-  sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
-  const env = { UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret };
-  replicas.push(...(await startReplicas(2, env, 'rateLimit:\n  perCredential: { points: 10, duration: 60 }\n  perCompany: { points: 30, duration: 60 }\n  replicas: 2\n')));
-});
+/** Two replicas on a Redis of the given shape, for the suite that calls it. */
+function withReplicas(topology: 'single' | 'cluster'): { replicas: Replica[]; redis: () => SharedRedis } {
+  const replicas: Replica[] = [];
+  let redis: SharedRedis | undefined;
+  let sandbox: Sandbox | undefined;
+  beforeAll(async () => {
+    redis = await startSharedRedis(topology);
+    sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+    replicas.push(...(await startReplicas(2, { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env }, LIMITS)));
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+    await sandbox?.close();
+    await redis?.stop();
+  });
+  return {
+    replicas,
+    redis: () => {
+      if (redis === undefined) throw new Error('not started');
+      return redis;
+    },
+  };
+}
 
-afterAll(async () => {
-  await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
-  await sandbox.close();
-  await redis.stop();
-});
+describe.each(REDIS_TOPOLOGIES)('limits shared through Redis (%s)', (topology) => {
+  const { replicas } = withReplicas(topology);
 
-describe('limits shared through Redis', () => {
   it('a credential gets its points once in total, not once per replica', async () => {
     const [one, two] = replicas as [Replica, Replica];
     const bearer = await tokenFor('shared-1');
@@ -77,8 +89,11 @@ describe('limits shared through Redis', () => {
 });
 
 describe('limits with Redis gone', () => {
+  const { replicas, redis: shared } = withReplicas('single');
   it('each replica enforces its share (points / replicas) while Redis is down, never a 5xx, then shares again', async () => {
     const [one, two] = replicas as [Replica, Replica];
+    const redis = shared().server;
+    if (redis === undefined) throw new Error('one Redis was asked for');
     await redis.kill();
     const down1 = await burst(one, await tokenFor('down-1'), 12);
     const down2 = await burst(two, await tokenFor('down-1'), 12);
