@@ -23,6 +23,9 @@ export interface TargetFigures {
   /** req/s over the bare server's (ratio of the medians). */
   readonly ratioFiftyPages: number;
   readonly ratioOnePage: number;
+  /** The bare server's CPU per request over this target's: the ratio both would reach CPU-bound. */
+  readonly cpuRatioFiftyPages: number;
+  readonly cpuRatioOnePage: number;
   readonly halfLoadP99Ms: number;
 }
 
@@ -46,17 +49,17 @@ export interface VerdictInput {
 
 export function verdicts(input: VerdictInput): Verdict[] {
   const { proxy, nginx } = input;
-  const ratio = (value: number): string => `${fmt(value, 2)}×${value >= TARGETS.hitRatioGoal ? ' (goal met)' : ''}`;
+  const ratio = (value: number, cpu: number): string => `${fmt(value, 2)}×${value >= TARGETS.hitRatioGoal ? ' (goal met)' : ''}; by CPU per request ${fmt(cpu, 2)}×`;
   const versusNginx = nginx === undefined ? Number.NaN : proxy.fiftyPages.p99Ms / nginx.fiftyPages.p99Ms;
   return [
     {
       target: `hits ≥ ${String(TARGETS.hitRatio)}× bare, 50 pages (goal ${String(TARGETS.hitRatioGoal)}×; ${input.generator})`,
-      figure: ratio(proxy.ratioFiftyPages),
+      figure: ratio(proxy.ratioFiftyPages, proxy.cpuRatioFiftyPages),
       pass: proxy.ratioFiftyPages >= TARGETS.hitRatio,
     },
     {
       target: `hits ≥ ${String(TARGETS.hitRatio)}× bare, one page (goal ${String(TARGETS.hitRatioGoal)}×)`,
-      figure: ratio(proxy.ratioOnePage),
+      figure: ratio(proxy.ratioOnePage, proxy.cpuRatioOnePage),
       pass: proxy.ratioOnePage >= TARGETS.hitRatio,
     },
     {
@@ -92,6 +95,7 @@ export const FIGURES_HEADER = [
   'µs CPU/req',
   'p50 / p99 ms',
   'p99 ms at half load',
+  'bytes/answer',
 ] as const;
 export const VERDICTS_HEADER = ['target', 'this run', 'verdict'] as const;
 
@@ -109,6 +113,7 @@ export function figuresTable(rows: readonly TargetFigures[]): string[] {
       fmt(row.onePage.usPerRequest, 1),
       `${fmt(row.onePage.p50Ms)} / ${fmt(row.onePage.p99Ms)}`,
       fmt(row.halfLoadP99Ms),
+      fmtInt(row.fiftyPages.bytesPerResponse),
     ]),
   );
 }
@@ -121,7 +126,24 @@ export function verdictsTable(list: readonly Verdict[]): string[] {
   );
 }
 
-/** The README's lines: stamp, figures, targets. */
-export function benchMarkdown(stamp: string, rows: readonly TargetFigures[], list: readonly Verdict[]): string[] {
-  return [stamp, '', ...figuresTable(rows), '', ...verdictsTable(list)];
+/** Closed-loop rounds whose server had less than this share of its CPU: others' work was on its core. */
+export const BUSY_SERVER_CPU_PCT = 90;
+
+/** How many of the hit rounds ran on a busy machine (see BUSY_SERVER_CPU_PCT). */
+export interface Disturbance {
+  readonly busyRounds: number;
+  readonly rounds: number;
+}
+
+/** The README's lines: stamp, figures, a warning when the machine was busy, targets. */
+export function benchMarkdown(stamp: string, rows: readonly TargetFigures[], list: readonly Verdict[], disturbance: Disturbance): string[] {
+  const busy =
+    disturbance.busyRounds === 0
+      ? []
+      : [
+          '',
+          `Busy machine: in ${String(disturbance.busyRounds)} of ${String(disturbance.rounds)} closed-loop rounds the server had less than ${String(BUSY_SERVER_CPU_PCT)}% of its CPU ` +
+            '(other processes on its core): req/s and latencies are unreliable; µs CPU/req is not.',
+        ];
+  return [stamp, '', ...figuresTable(rows), ...busy, '', ...verdictsTable(list)];
 }

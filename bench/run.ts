@@ -48,7 +48,7 @@ import { type HitTarget, type ServerName, runHitPhase } from './phases/hits.js';
 import { ONE_POINT, TARGET_US_PER_429, runRateLimited } from './phases/rate-limited.js';
 import { TARGET_STORED_RATIO, runStoredBytes } from './phases/stored-bytes.js';
 import { warmPages } from './phases/warm.js';
-import { type TargetFigures, benchMarkdown, verdicts } from './report.js';
+import { BUSY_SERVER_CPU_PCT, type TargetFigures, benchMarkdown, verdicts } from './report.js';
 
 /**
  * What the hit rounds measure, one line per target: a server and the headers its requests carry
@@ -219,6 +219,8 @@ async function bench(): Promise<number> {
       onePage: own['one page'].summary,
       ratioFiftyPages: own['50 pages'].summary.rps / base['50 pages'].summary.rps,
       ratioOnePage: own['one page'].summary.rps / base['one page'].summary.rps,
+      cpuRatioFiftyPages: base['50 pages'].summary.usPerRequest / own['50 pages'].summary.usPerRequest,
+      cpuRatioOnePage: base['one page'].summary.usPerRequest / own['one page'].summary.usPerRequest,
       halfLoadP99Ms: half.byTarget.get(name)?.p99Ms ?? Number.NaN,
     };
   };
@@ -245,7 +247,9 @@ async function bench(): Promise<number> {
   say();
   say(`done in ${fmt(elapsed, 0)} s; ${missed.length === 0 ? 'every target met' : `missed: ${missed.join('; ')}`}`);
   say();
-  for (const line of readmeBlock('Benchmarks', benchMarkdown(runStamp('npm run bench', stampDetails), rows, list))) say(line);
+  const hitRounds = [...hits.values()].flatMap((byWorkload) => [...byWorkload['50 pages'].rounds, ...byWorkload['one page'].rounds]);
+  const disturbance = { busyRounds: hitRounds.filter((r) => !(r.serverCpuPct >= BUSY_SERVER_CPU_PCT)).length, rounds: hitRounds.length };
+  for (const line of readmeBlock('Benchmarks', benchMarkdown(runStamp('npm run bench', stampDetails), rows, list, disturbance))) say(line);
   say();
   say(
     `BENCH_RESULT ${JSON.stringify({
@@ -260,12 +264,16 @@ async function bench(): Promise<number> {
         p99_ms_50: row.fiftyPages.p99Ms,
         rps_1: Math.round(row.onePage.rps),
         ratio_1: round(row.ratioOnePage, 3),
+        cpu_ratio_50: round(row.cpuRatioFiftyPages, 3),
+        cpu_ratio_1: round(row.cpuRatioOnePage, 3),
         us_cpu_1: round(row.onePage.usPerRequest, 2),
         p50_ms_1: row.onePage.p50Ms,
         p99_ms_1: row.onePage.p99Ms,
         p99_ms_half: row.halfLoadP99Ms,
         bytes_per_answer: Math.round(row.fiftyPages.bytesPerResponse),
       })),
+      busy_rounds: disturbance.busyRounds,
+      hit_rounds: disturbance.rounds,
       half_load_rate: half.rate,
       upstream_during_hits: upstreamDuringHits,
       nginx_origin_during_hits: originDuringHits,
