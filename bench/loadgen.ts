@@ -192,10 +192,10 @@ function newInterval(): Interval {
 
 const statusClass = (code: number): string => `${String(Math.floor(code / 100))}xx`;
 
-/** e.g. "t=  3 s   3,210 req/s  p50 4.10 ms  p99 35.20 ms  errors 0  hit 97.3%  upstream 12". */
+/** e.g. "t=  3.0 s    3,210 req/s  p50 4.10 ms  p99 35.20 ms  errors 0  hit 97.3%  upstream 12". */
 export function formatSecond(sample: SecondSample): string {
   return (
-    `  t=${fmt(sample.at, 0).padStart(3)} s  ${fmtInt(sample.requestsPerSecond).padStart(7)} req/s  p50 ${fmt(sample.p50Ms)} ms  p99 ${fmt(sample.p99Ms)} ms  ` +
+    `  t=${fmt(sample.at, 1).padStart(5)} s  ${fmtInt(sample.requestsPerSecond).padStart(7)} req/s  p50 ${fmt(sample.p50Ms)} ms  p99 ${fmt(sample.p99Ms)} ms  ` +
     `errors ${String(sample.errors)}  hit ${sample.hitRatio === undefined ? 'n/a' : `${(sample.hitRatio * 100).toFixed(1)}%`}  upstream ${String(sample.upstreamRequests)}`
   );
 }

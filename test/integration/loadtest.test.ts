@@ -61,7 +61,7 @@ describe('npm run loadtest', () => {
     expect(result.redis).toBe('single');
 
     // A line per second, and the timeline behind the charts adds up to the totals.
-    const seconds = stdout.split('\n').filter((l) => /^ {2}t= +\d+ s +[\d,]+ req\/s {2}p50 [\d.]+ ms {2}p99 [\d.]+ ms {2}errors \d+ {2}hit [\d.]+% {2}upstream \d+$/.test(l));
+    const seconds = stdout.split('\n').filter((l) => /^ {2}t= +[\d.]+ s +[\d,]+ req\/s {2}p50 [\d.]+ ms {2}p99 [\d.]+ ms {2}errors \d+ {2}hit [\d.]+% {2}upstream \d+$/.test(l));
     expect(seconds.length).toBeGreaterThanOrEqual(2);
     expect(result.timeline).toHaveLength(seconds.length);
     expect(result.timeline.reduce((sum, s) => sum + s.requests, 0)).toBe(result.requests);
