@@ -1,6 +1,6 @@
 /**
  * Where a cache hit's microseconds go: an in-process microbenchmark of the hit path, stage by stage,
- * with the real modules of src/ (DESIGN §3). Each stage is timed with `process.hrtime.bigint()` over
+ * with the real modules of src/ (README, "How a request flows"). Each stage is timed with `process.hrtime.bigint()` over
  * batches of calls (the event loop turns between batches, so pino's asynchronous destination and
  * ioredis get to run, as they do in the server), and reported as mean µs per call (GC included)
  * and the median of the batch means.

@@ -153,12 +153,6 @@ export async function stop(launched: Launched, graceMs = 3_000): Promise<void> {
   }
 }
 
-/** Waits for a process that ends by itself (a load generator) and returns its exit code. */
-export async function finished(launched: Launched): Promise<number | null> {
-  await launched.exited;
-  return launched.child.exitCode;
-}
-
 /** A temporary directory removed when the run ends, however it ends. */
 export function scratchDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -172,7 +166,7 @@ export function onCleanup(cleanup: () => Promise<void>): void {
 }
 
 /** SIGKILL whatever still runs and remove the scratch directories: synchronous, for `exit`. */
-export function killEverything(): void {
+function killEverything(): void {
   for (const child of running) {
     try {
       child.kill('SIGKILL');

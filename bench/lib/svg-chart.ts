@@ -29,7 +29,7 @@ export interface LineChartOptions {
 }
 
 /** 1, 2 or 5 × a power of ten, at least `value / steps` per step: tick spacing. */
-export function niceStep(value: number, steps: number): number {
+function niceStep(value: number, steps: number): number {
   if (!(value > 0)) return 1;
   const raw = value / steps;
   const power = 10 ** Math.floor(Math.log10(raw));

@@ -8,8 +8,8 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import { fmt, say, verdict } from '../lib/format.js';
 import { sandboxControl, sandboxStats } from '../lib/http.js';
 
-export const COLD_REQUESTS = 500;
-export const TARGET_COALESCED_UPSTREAM = 1;
+const COLD_REQUESTS = 500;
+const TARGET_COALESCED_UPSTREAM = 1;
 
 export interface CoalescingFigures {
   readonly requests: number;

@@ -10,8 +10,8 @@ import { fmtInt, say } from '../lib/format.js';
 import { get } from '../lib/http.js';
 import type { Page } from './context.js';
 
-export const PAGE_COUNT = 50;
-export const PER_PAGE = 30;
+const PAGE_COUNT = 50;
+const PER_PAGE = 30;
 
 interface Walk {
   readonly company: string;
