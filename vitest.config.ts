@@ -8,6 +8,7 @@ import { defineConfig } from 'vitest/config';
  */
 const EXCLUSIVE = [
   'test/integration/admin.test.ts',
+  'test/integration/bench-generators.test.ts',
   'test/integration/cache-redis-failure.test.ts',
   'test/integration/config-check.test.ts',
   'test/integration/entry-points.test.ts',

@@ -1,6 +1,6 @@
 /**
  * Where a cache hit's microseconds go: an in-process microbenchmark of the hit path, stage by stage,
- * with the real modules of src/ (DESIGN §3). Each stage is timed with `process.hrtime.bigint()` over
+ * with the real modules of src/ (README, "How a request flows"). Each stage is timed with `process.hrtime.bigint()` over
  * batches of calls (the event loop turns between batches, so pino's asynchronous destination and
  * ioredis get to run, as they do in the server), and reported as mean µs per call (GC included)
  * and the median of the batch means.
@@ -56,6 +56,7 @@ import { parseRawQuery } from '../src/request/query.js';
 import { resolveRoute } from '../src/request/route.js';
 import { classifyTarget } from '../src/request/target.js';
 import { generateDataset } from '../src/sandbox/dataset.js';
+import { median } from './lib/stats.js';
 
 export interface BreakdownPage {
   /** Path and query as a client sends it (under the API prefix). */
@@ -113,12 +114,6 @@ const WARMUP_MS = 60;
 
 /** Results are written here so that the compiler cannot drop the work being measured. */
 export let sink: unknown;
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-}
 
 /** Times `fn` (sync or async) in batches until `ms` of measured time; warms it up first. */
 async function measure(fn: (i: number) => unknown, ms: number, asynchronous: boolean, batch = BATCH): Promise<Timing> {

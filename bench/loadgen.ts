@@ -1,11 +1,14 @@
 /**
- * The load generator of the load test (DESIGN §10): the `loadgen` service of `docker-compose.yml`
- * (profile `load`) and the last step of `npm run loadtest`. Readers of every sandbox company, four
+ * The load generator of the load test: the `loadgen` service of `docker-compose.yml` (profile
+ * `load`) and the last step of `npm run loadtest`. Readers of every sandbox company, four
  * credentials each, ask for the thirteen resources with a few page sizes and cursors (popular
- * pages more often than others, as real readers do), through the load balancer, for a while. Then
- * it prints throughput, latency percentiles and statuses (from autocannon), and the hit ratio,
- * coalesced waits, upstream calls and Redis errors summed over the replicas' `/metrics` (the
- * difference over the run), and the requests the sandbox served.
+ * pages more often than others, as real readers do), through the load balancer, for a while.
+ *
+ * Every second it prints a line — req/s, p50, p99, errors, the hit ratio and the upstream calls
+ * of that second (the last two from the replicas' `/metrics`) — and keeps it for the report's
+ * charts. At the end: throughput, latency percentiles and statuses (every answer timed, at 1 µs),
+ * and the hit ratio, coalesced waits, upstream calls and Redis errors summed over the replicas'
+ * `/metrics` (the difference over the run), and the requests the sandbox served.
  *
  * As a process: `node dist-bench/bench/loadgen.js`, with TARGET_URL (the balancer), ADMIN_URLS
  * (`http://replica:9090,…`, for `/metrics`), SANDBOX_URL (its `/__sandbox/stats`, when it runs
@@ -17,6 +20,10 @@ import autocannon from 'autocannon';
 import { API_PREFIX, RESOURCE_NAMES } from '../src/catalog/resources.js';
 import { mintDevToken } from '../src/dev/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
+import { envInt, envText } from './lib/env.js';
+import { fmt, fmtInt } from './lib/format.js';
+import { sandboxStats } from './lib/http.js';
+import { LatencyHistogram } from './lib/stats.js';
 
 export interface LoadOptions {
   readonly targetUrl: string;
@@ -28,11 +35,32 @@ export interface LoadOptions {
   readonly write?: (line: string) => void;
 }
 
-export interface LoadResult {
+/** One second of the run, as the per-second line shows it. */
+export interface SecondSample {
+  /** Seconds since the load started, at the end of this interval. */
+  readonly at: number;
+  readonly requests: number;
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p90Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  /** Connection errors and timeouts. */
+  readonly errors: number;
+  readonly statuses: Readonly<Record<string, number>>;
+  /** (hit + stale) / answers with a cache result, over the replicas, in this interval. */
+  readonly hitRatio: number | undefined;
+  readonly upstreamRequests: number;
+}
+
+export interface LoadtestResult {
   readonly requests: number;
   readonly requestsPerSecond: number;
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number };
-  readonly statuses: Record<string, number>;
+  /** By class: 2xx, 3xx, 4xx, 5xx. */
+  readonly statuses: Readonly<Record<string, number>>;
+  /** By status code. */
+  readonly statusCodes: Readonly<Record<string, number>>;
   readonly errors: number;
   readonly timeouts: number;
   /** Over the replicas' answers to reads: (hit + stale) / all with a cache result. */
@@ -43,6 +71,7 @@ export interface LoadResult {
   readonly redisErrors: number;
   /** What the sandbox served during the run, when its counters are reachable. */
   readonly sandboxServed: number | undefined;
+  readonly timeline: readonly SecondSample[];
 }
 
 const PAGE_SIZES = [5, 10, 20, 50];
@@ -80,24 +109,22 @@ function sum(before: Totals, after: Totals, match: (series: string) => boolean):
   return total;
 }
 
-interface SandboxCounts {
-  readonly served: number;
-  readonly inFlight: number;
-}
-
-async function sandboxCounts(sandboxUrl: string | undefined): Promise<SandboxCounts | undefined> {
-  if (sandboxUrl === undefined) return undefined;
-  try {
-    const res = await fetch(`${sandboxUrl}/__sandbox/stats`);
-    if (!res.ok) return undefined;
-    const stats = (await res.json()) as { served?: unknown; inFlight?: unknown };
-    return typeof stats.served === 'number' && typeof stats.inFlight === 'number' ? { served: stats.served, inFlight: stats.inFlight } : undefined;
-  } catch {
-    return undefined; // counters off (SANDBOX_CONTROL unset): the report says so
-  }
-}
-
 const isUpstreamSeries = (series: string): boolean => series.startsWith('slab_proxy_upstream_requests_total');
+
+function hitRatioBetween(before: Totals, after: Totals): number | undefined {
+  const byCache = (cache: string): number => sum(before, after, (s) => s.startsWith('slab_proxy_requests_total{') && s.includes(`cache="${cache}"`));
+  const withCache = ['hit', 'stale', 'miss', 'collapsed'].reduce((total, cache) => total + byCache(cache), 0);
+  return withCache === 0 ? undefined : (byCache('hit') + byCache('stale')) / withCache;
+}
+
+/** The sandbox's counters, or undefined when they are off (SANDBOX_CONTROL unset) or unreachable. */
+async function sandboxCounts(sandboxUrl: string | undefined): Promise<{ served: number; inFlight: number } | undefined> {
+  if (sandboxUrl === undefined) return undefined;
+  return sandboxStats(sandboxUrl).then(
+    (stats) => ({ served: stats.served, inFlight: stats.inFlight }),
+    () => undefined,
+  );
+}
 
 /**
  * The counters once the run's last fills are over: when the load stops, background refreshes and
@@ -151,7 +178,29 @@ function zipfPicker(count: number): () => number {
   };
 }
 
-export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+/** The answers of one second as they arrive. */
+interface Interval {
+  readonly histogram: LatencyHistogram;
+  readonly statuses: Record<string, number>;
+  readonly startedAt: number;
+  errors: number;
+}
+
+function newInterval(): Interval {
+  return { histogram: new LatencyHistogram(), statuses: {}, startedAt: performance.now(), errors: 0 };
+}
+
+const statusClass = (code: number): string => `${String(Math.floor(code / 100))}xx`;
+
+/** e.g. "t=  3.0 s    3,210 req/s  p50 4.10 ms  p99 35.20 ms  errors 0  hit 97.3%  upstream 12". */
+export function formatSecond(sample: SecondSample): string {
+  return (
+    `  t=${fmt(sample.at, 1).padStart(5)} s  ${fmtInt(sample.requestsPerSecond).padStart(7)} req/s  p50 ${fmt(sample.p50Ms)} ms  p99 ${fmt(sample.p99Ms)} ms  ` +
+    `errors ${String(sample.errors)}  hit ${sample.hitRatio === undefined ? 'n/a' : `${(sample.hitRatio * 100).toFixed(1)}%`}  upstream ${String(sample.upstreamRequests)}`
+  );
+}
+
+export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const tokens: string[] = [];
   for (const company of SANDBOX_COMPANIES) {
@@ -163,53 +212,107 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const servedBefore = (await sandboxCounts(options.sandboxUrl))?.served;
 
   write(`load: ${String(options.connections)} connections for ${String(options.seconds)} s against ${options.targetUrl} (${String(tokens.length)} credentials, ${String(targets.length)} pages per company)`);
-  const result = await autocannon({
-    url: options.targetUrl,
-    connections: options.connections,
-    duration: options.seconds,
-    requests: [
+  const overall = new LatencyHistogram();
+  const statusCodes: Record<string, number> = {};
+  let second = newInterval();
+  const timeline: SecondSample[] = [];
+  const startedAt = performance.now();
+  let previousTotals = before;
+  let samples = Promise.resolve();
+
+  /**
+   * Closes the current interval: client figures now, server figures from a scrape (in order).
+   * The run's last, partial interval counts only if answers arrived in it.
+   */
+  const closeSecond = (last: boolean): void => {
+    const closing = second;
+    second = newInterval();
+    const now = second.startedAt;
+    const intervalSec = (now - closing.startedAt) / 1000;
+    if (last && closing.histogram.count === 0) return;
+    samples = samples.then(async () => {
+      const totals = await scrape(options.adminUrls).catch(() => previousTotals);
+      const sample: SecondSample = {
+        at: (now - startedAt) / 1000,
+        requests: closing.histogram.count,
+        requestsPerSecond: closing.histogram.count / intervalSec,
+        p50Ms: closing.histogram.percentileMs(50),
+        p90Ms: closing.histogram.percentileMs(90),
+        p99Ms: closing.histogram.percentileMs(99),
+        maxMs: closing.histogram.maxMs,
+        errors: closing.errors,
+        statuses: closing.statuses,
+        hitRatio: hitRatioBetween(previousTotals, totals),
+        upstreamRequests: sum(previousTotals, totals, isUpstreamSeries),
+      };
+      previousTotals = totals;
+      timeline.push(sample);
+      write(formatSecond(sample));
+    });
+  };
+
+  const ticker = setInterval(() => closeSecond(false), 1000);
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
       {
-        method: 'GET',
-        setupRequest: (request) => ({
-          ...request,
-          path: targets[pick()] ?? targets[0] ?? '/',
-          headers: { ...request.headers, authorization: `Bearer ${tokens[Math.floor(Math.random() * tokens.length)] ?? ''}` },
-        }),
+        url: options.targetUrl,
+        connections: options.connections,
+        duration: options.seconds,
+        requests: [
+          {
+            method: 'GET',
+            setupRequest: (request) => ({
+              ...request,
+              path: targets[pick()] ?? targets[0] ?? '/',
+              headers: { ...request.headers, authorization: `Bearer ${tokens[Math.floor(Math.random() * tokens.length)] ?? ''}` },
+            }),
+          },
+        ],
       },
-    ],
+      (error: unknown, done: autocannon.Result) => (error === null || error === undefined ? resolve(done) : reject(error instanceof Error ? error : new Error(String(error)))),
+    );
+    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+      overall.record(responseTime);
+      second.histogram.record(responseTime);
+      const code = String(statusCode);
+      statusCodes[code] = (statusCodes[code] ?? 0) + 1;
+      second.statuses[code] = (second.statuses[code] ?? 0) + 1;
+    });
+    instance.on('reqError', () => {
+      second.errors += 1;
+    });
   });
+  clearInterval(ticker);
+  closeSecond(true);
+  await samples;
 
   const { after, served } = await settledCounts(options, before, servedBefore);
-  const byCache = (cache: string): number => sum(before, after, (s) => s.startsWith('slab_proxy_requests_total{') && s.includes(`cache="${cache}"`));
-  const withCache = ['hit', 'stale', 'miss', 'collapsed'].reduce((total, cache) => total + byCache(cache), 0);
-  const statuses: Record<string, number> = {
-    '2xx': result['2xx'],
-    '3xx': result['3xx'],
-    '4xx': result['4xx'],
-    '5xx': result['5xx'],
-  };
+  const statuses: Record<string, number> = { '2xx': 0, '3xx': 0, '4xx': 0, '5xx': 0 };
+  for (const [code, n] of Object.entries(statusCodes)) statuses[statusClass(Number(code))] = (statuses[statusClass(Number(code))] ?? 0) + n;
   return {
-    requests: result.requests.total,
-    requestsPerSecond: result.requests.average,
-    latencyMs: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
+    requests: overall.count,
+    requestsPerSecond: overall.count / result.duration,
+    latencyMs: { p50: overall.percentileMs(50), p90: overall.percentileMs(90), p99: overall.percentileMs(99), max: overall.maxMs },
     statuses,
+    statusCodes,
     errors: result.errors,
     timeouts: result.timeouts,
-    hitRatio: withCache === 0 ? undefined : (byCache('hit') + byCache('stale')) / withCache,
+    hitRatio: hitRatioBetween(before, after),
     coalescedWaits: sum(before, after, (s) => s.startsWith('slab_proxy_coalesced_waits_total')),
     upstreamRequests: sum(before, after, isUpstreamSeries),
     upstreamRefusals: sum(before, after, (s) => s.startsWith('slab_proxy_upstream_refusals_total')),
     redisErrors: sum(before, after, (s) => s.startsWith('slab_proxy_redis_errors_total')),
     sandboxServed: served,
+    timeline,
   };
 }
 
-export function formatReport(result: LoadResult, seconds: number): string {
+export function formatReport(result: LoadtestResult, seconds: number): string {
   const percent = (ratio: number | undefined): string => (ratio === undefined ? 'n/a' : `${(ratio * 100).toFixed(1)}%`);
   const rows: [string, string][] = [
     ['requests', `${String(result.requests)} (${result.requestsPerSecond.toFixed(0)} req/s)`],
-    ['latency p50 / p90 / p99 / max', `${String(result.latencyMs.p50)} / ${String(result.latencyMs.p90)} / ${String(result.latencyMs.p99)} / ${String(result.latencyMs.max)} ms`],
-    ['statuses', Object.entries(result.statuses).map(([k, v]) => `${k} ${String(v)}`).join(', ')],
+    ['latency p50 / p90 / p99 / max', `${fmt(result.latencyMs.p50)} / ${fmt(result.latencyMs.p90)} / ${fmt(result.latencyMs.p99)} / ${fmt(result.latencyMs.max)} ms`],
+    ['statuses', Object.entries(result.statusCodes).map(([k, v]) => `${k} ${String(v)}`).join(', ') || 'none'],
     ['connection errors / timeouts', `${String(result.errors)} / ${String(result.timeouts)}`],
     ['hit ratio (hit + stale)', percent(result.hitRatio)],
     ['coalesced waits', String(result.coalescedWaits)],
@@ -222,32 +325,24 @@ export function formatReport(result: LoadResult, seconds: number): string {
 }
 
 /** The report, then the machine-readable line (`LOADTEST_RESULT {json}`) last. */
-export function printReport(result: LoadResult, seconds: number): void {
+export function printReport(result: LoadtestResult, seconds: number): void {
   process.stdout.write(`${formatReport(result, seconds)}\nLOADTEST_RESULT ${JSON.stringify(result)}\n`);
-}
-
-/** A LOADTEST_* setting: a positive integer, or the default when unset. */
-export function positiveInt(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  if (!/^[1-9][0-9]{0,5}$/.test(text)) throw new TypeError(`${name} must be a positive integer`);
-  return Number(text);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const required = (name: string): string => {
-    const value = process.env[name];
-    if (value === undefined || value === '') throw new TypeError(`${name} is required`);
+    const value = envText(name);
+    if (value === undefined) throw new TypeError(`${name} is required`);
     return value;
   };
-  const seconds = positiveInt('LOADTEST_SECONDS', 10);
+  const seconds = envInt('LOADTEST_SECONDS', 10, 1, 86_400);
   runLoad({
     targetUrl: required('TARGET_URL'),
     adminUrls: required('ADMIN_URLS').split(',').map((u) => u.trim()).filter((u) => u !== ''),
-    sandboxUrl: process.env.SANDBOX_URL === '' ? undefined : process.env.SANDBOX_URL,
+    sandboxUrl: envText('SANDBOX_URL'),
     secret: required('JWT_SECRET'),
     seconds,
-    connections: positiveInt('LOADTEST_CONNECTIONS', 32),
+    connections: envInt('LOADTEST_CONNECTIONS', 32, 1, 10_000),
   }).then(
     (result) => {
       printReport(result, seconds);

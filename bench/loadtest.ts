@@ -1,165 +1,106 @@
 /**
  * `npm run loadtest`: the topology of `docker-compose.yml` as local processes, for machines
- * without Docker (DESIGN §10). The same services, the same images' commands, the same config file
- * (`config/loadtest.yaml`) and the same load generator:
+ * without Docker (README, "Load test"). The same services, the same commands, the same config
+ * file (`config/loadtest.yaml`) and the same load generator:
  *
- *   redis          redis-server (no persistence) on a free port
+ *   redis          redis-server (no persistence) on a free port; or, with LOADTEST_REDIS=cluster,
+ *                  a real Redis Cluster of 6 nodes (3 masters, 3 replicas), given to the replicas
+ *                  as REDIS_CLUSTER_NODES instead of REDIS_URL
  *   sandbox        node dist/sandbox/main.js           (SANDBOX_CONTROL=1: its counters)
- *   proxy1..N      node dist/main.js                   (REDIS_URL, UPSTREAM_URL, CONFIG_FILE)
+ *   proxy1..N      node dist/main.js                   (REDIS_URL or REDIS_CLUSTER_NODES, UPSTREAM_URL, CONFIG_FILE)
  *   lb             node dist-bench/bench/balancer.js   (round robin; nginx in docker-compose)
- *   loadgen        bench/loadgen.ts, in this process
+ *   loadgen        bench/loadgen.ts, in this process: a line per second, then the totals
  *
- * Settings: LOADTEST_REPLICAS (3, as docker-compose), LOADTEST_SECONDS (10),
- * LOADTEST_CONNECTIONS (32). Everything it started is stopped at the end, also on failure.
+ * It then writes the run's JSON and a self-contained HTML report (charts over time, statuses, the
+ * topology) to LOADTEST_REPORT_DIR, and prints the README's Markdown lines.
+ *
+ * Settings: LOADTEST_REPLICAS (3, as docker-compose), LOADTEST_SECONDS (10), LOADTEST_CONNECTIONS
+ * (32), LOADTEST_REDIS (single | cluster), LOADTEST_REPORT_DIR (loadtest-report). Everything it
+ * started is stopped at the end, also on failure or Ctrl-C.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../src/dev/free-port.js';
-import { positiveInt, printReport, runLoad } from './loadgen.js';
+import { envChoice, envInt, envText } from './lib/env.js';
+import { readmeBlock, runStamp, say } from './lib/format.js';
+import { launch, runProgram } from './lib/processes.js';
+import { type RedisTopology, requireBuild, startProxy, startRedisClusterTopology, startRedisServer, startSandbox } from './lib/services.js';
+import { type LoadtestReport, loadtestMarkdown, writeLoadtestReport } from './loadtest-report.js';
+import { formatReport, runLoad } from './loadgen.js';
 
 /** The key the replicas verify with and the load generator signs with (as in docker-compose.yml). */
 export const LOADTEST_SECRET = 'loadtest-secret-of-at-least-thirty-two-bytes';
 export const LOADTEST_CONFIG_FILE = 'config/loadtest.yaml';
 /** As many replicas as docker-compose.yml runs (proxy1..3). */
 export const LOADTEST_REPLICAS = 3;
+export const LOADTEST_REPORT_DIR = 'loadtest-report';
+const GENERATOR = 'autocannon (Zipf-popular pages, 16 credentials)';
 
-interface Started {
-  readonly name: string;
-  readonly child: ChildProcess;
-}
+async function main(): Promise<number> {
+  const replicas = envInt('LOADTEST_REPLICAS', LOADTEST_REPLICAS, 1, 32);
+  const seconds = envInt('LOADTEST_SECONDS', 10, 1, 86_400);
+  const connections = envInt('LOADTEST_CONNECTIONS', 32, 1, 10_000);
+  const redisMode = envChoice('LOADTEST_REDIS', ['single', 'cluster']);
+  const reportDir = envText('LOADTEST_REPORT_DIR') ?? LOADTEST_REPORT_DIR;
+  requireBuild();
 
-const started: Started[] = [];
-let stopping = false;
-
-/** Starts a process and resolves once its output matches `ready` (rejects if it exits first). */
-function start(name: string, command: string, args: readonly string[], env: Record<string, string>, ready: RegExp): Promise<RegExpMatchArray> {
-  const child = spawn(command, args, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  started.push({ name, child });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString('utf8');
-      const match = output.match(ready);
-      if (match !== null) {
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        resolve(match);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', (chunk: Buffer) => {
-      output += chunk.toString('utf8');
-    });
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`${name} exited with ${String(code)}: ${output.slice(-400)}`)));
+  const redis: RedisTopology = redisMode === 'cluster' ? await startRedisClusterTopology() : await startRedisServer();
+  const sandbox = await startSandbox({ secret: LOADTEST_SECRET });
+  const proxies = await Promise.all(
+    Array.from({ length: replicas }, (_, i) =>
+      startProxy({
+        name: `proxy${String(i + 1)}`,
+        upstreamUrl: sandbox.url,
+        redis,
+        secret: LOADTEST_SECRET,
+        configFile: LOADTEST_CONFIG_FILE,
+        logLevel: 'warn',
+        stdout: 'pipe',
+        // No measurement on a degraded start: every replica must have its Redis first.
+        waitForRedis: true,
+      }),
+    ),
+  );
+  const balancer = launch('lb', process.execPath, ['dist-bench/bench/balancer.js'], {
+    env: { PATH: process.env.PATH ?? '', LB_PORT: '0', LB_HOST: '127.0.0.1', LB_BACKENDS: proxies.map((p) => p.url.replace('http://', '')).join(',') },
+    stdout: 'pipe',
   });
-}
+  const [, lbPort = ''] = await balancer.waitForLine(/balancer listening on (\d+)/, 10_000);
+  const balancerUrl = `http://127.0.0.1:${lbPort}`;
 
-async function stopAll(): Promise<void> {
-  stopping = true;
-  await Promise.all(
-    started.reverse().map(async ({ child }) => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-      await exited;
-      clearTimeout(timer);
-    }),
-  );
-}
-
-async function waitReady(adminUrl: string): Promise<void> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    try {
-      const res = await fetch(`${adminUrl}/readyz`);
-      if (res.ok && ((await res.json()) as { redis?: string }).redis === 'ok') return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`${adminUrl}/readyz never reported ready with Redis`);
-}
-
-async function main(): Promise<void> {
-  const replicas = positiveInt('LOADTEST_REPLICAS', LOADTEST_REPLICAS);
-  const seconds = positiveInt('LOADTEST_SECONDS', 10);
-  const connections = positiveInt('LOADTEST_CONNECTIONS', 32);
-
-  const redisPort = await freePort();
-  await start('redis', 'redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {}, /Ready to accept connections/);
-  const redisUrl = `redis://127.0.0.1:${String(redisPort)}`;
-
-  const sandboxPort = await freePort();
-  await start(
-    'sandbox',
-    process.execPath,
-    ['dist/sandbox/main.js'],
-    { SANDBOX_PORT: String(sandboxPort), SANDBOX_HOST: '127.0.0.1', SANDBOX_CONTROL: '1', JWT_SECRET: LOADTEST_SECRET },
-    /listening on/,
-  );
-  const sandboxUrl = `http://127.0.0.1:${String(sandboxPort)}`;
-
-  const proxies: { url: string; adminUrl: string }[] = [];
-  for (let i = 0; i < replicas; i++) {
-    // Ports chosen here: at LOG_LEVEL=warn a replica does not print them.
-    const [port, adminPort] = [await freePort(), await freePort()];
-    void start(
-      `proxy${String(i + 1)}`,
-      process.execPath,
-      ['dist/main.js'],
-      {
-        PORT: String(port),
-        ADMIN_PORT: String(adminPort),
-        HOST: '127.0.0.1',
-        UPSTREAM_URL: sandboxUrl,
-        REDIS_URL: redisUrl,
-        JWT_SECRET: LOADTEST_SECRET,
-        CONFIG_FILE: LOADTEST_CONFIG_FILE,
-        LOG_LEVEL: 'warn',
-      },
-      /$^/,
-    ).catch((error: unknown) => {
-      if (!stopping) process.stderr.write(`loadtest: ${error instanceof Error ? error.message : String(error)}\n`);
-    });
-    proxies.push({ url: `http://127.0.0.1:${String(port)}`, adminUrl: `http://127.0.0.1:${String(adminPort)}` });
-  }
-  for (const proxy of proxies) await waitReady(proxy.adminUrl);
-
-  const lbPort = await freePort();
-  await start(
-    'lb',
-    process.execPath,
-    ['dist-bench/bench/balancer.js'],
-    { LB_PORT: String(lbPort), LB_HOST: '127.0.0.1', LB_BACKENDS: proxies.map((p) => p.url.replace('http://', '')).join(',') },
-    /balancer listening/,
-  );
-
-  process.stdout.write(
-    [
-      `topology: redis ${redisUrl}, sandbox ${sandboxUrl}, ${String(replicas)} replicas (${proxies.map((p) => p.url).join(', ')}), balancer :${String(lbPort)}`,
-      '',
-    ].join('\n'),
-  );
+  say(`topology: redis ${redis.description} (${redis.mode === 'cluster' ? `REDIS_CLUSTER_NODES=${redis.nodes.join(',')}` : `REDIS_URL=${redis.url ?? ''}`}), sandbox ${sandbox.url}, ${String(replicas)} replicas (${proxies.map((p) => p.url).join(', ')}), balancer ${balancerUrl}`);
   const result = await runLoad({
-    targetUrl: `http://127.0.0.1:${String(lbPort)}`,
+    targetUrl: balancerUrl,
     adminUrls: proxies.map((p) => p.adminUrl),
-    sandboxUrl,
+    sandboxUrl: sandbox.url,
     secret: LOADTEST_SECRET,
     seconds,
     connections,
   });
-  printReport(result, seconds);
+  say(formatReport(result, seconds));
+
+  const date = new Date();
+  const stampDetails = [`${String(replicas)} ${replicas === 1 ? 'replica' : 'replicas'}`, redis.mode === 'cluster' ? 'Redis Cluster' : 'one Redis', `${String(seconds)} s`, `${String(connections)} connections`];
+  const report: LoadtestReport = {
+    stamp: runStamp('npm run loadtest', stampDetails, date),
+    date: date.toISOString(),
+    machine: { cores: cpus().length, cpu: cpus()[0]?.model.trim() ?? 'unknown CPU', node: process.version },
+    settings: { seconds, connections, replicas, redis: redis.mode },
+    topology: {
+      redis: { mode: redis.mode, description: redis.description, nodes: redis.nodes },
+      sandbox: sandbox.url,
+      replicas: proxies.map((p) => p.url),
+      balancer: balancerUrl,
+      generator: GENERATOR,
+    },
+    result,
+  };
+  const files = writeLoadtestReport(reportDir, report);
+  say(`report: ${files.html}`);
+  say(`        ${files.json}`);
+  say();
+  for (const line of readmeBlock('Load test', loadtestMarkdown(report))) say(line);
+  say(`LOADTEST_RESULT ${JSON.stringify({ ...result, redis: redis.mode, report: files.html })}`);
+  return 0;
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  main()
-    .then(stopAll, async (error: unknown) => {
-      process.stderr.write(`loadtest: ${error instanceof Error ? error.message : String(error)}\n`);
-      await stopAll();
-      process.exitCode = 1;
-    })
-    .then(() => process.exit());
-}
+if (process.argv[1] === fileURLToPath(import.meta.url)) runProgram('loadtest', main);

@@ -1,0 +1,91 @@
+/**
+ * The README's figures are pasted from what `npm run bench` and `npm run loadtest` print: each
+ * section holds a stamp (command, date, cores) and tables in exactly the form the code writes
+ * today, so a change of format shows here until the README gets a new run's lines. And the
+ * bench's verdicts and Markdown, from made-up figures.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { markdownTable } from '../../bench/lib/format.js';
+import type { Summary } from '../../bench/lib/rounds.js';
+import { FIGURES_HEADER, type TargetFigures, VERDICTS_HEADER, benchMarkdown, verdicts } from '../../bench/report.js';
+
+const readme = readFileSync('README.md', 'utf8');
+
+/** The text of a `## name` section, up to the next `## `. */
+function section(name: string): string {
+  const start = readme.indexOf(`\n## ${name}\n`);
+  expect(start, name).toBeGreaterThan(-1);
+  const end = readme.indexOf('\n## ', start + 1);
+  return readme.slice(start, end === -1 ? undefined : end);
+}
+
+const headerLines = (header: readonly string[], align?: readonly ('left' | 'right')[]): string[] => markdownTable(header, [], align);
+
+describe('the README’s figures', () => {
+  it('Benchmarks: a stamped run of npm run bench, in the tables it prints', () => {
+    const text = section('Benchmarks');
+    expect(text).toMatch(/^`npm run bench`, \d{4}-\d{2}-\d{2}, \d+ cores?, (wrk|autocannon) \S+, /m);
+    const lines = text.split('\n');
+    const figures = headerLines(FIGURES_HEADER);
+    const verdictLines = headerLines(VERDICTS_HEADER, ['left', 'left', 'left']);
+    expect(lines).toContain(figures[0]);
+    expect(lines).toContain(figures[1]);
+    expect(lines).toContain(verdictLines[0]);
+    expect(lines).toContain(verdictLines[1]);
+    // The anchors are in it: the bare server, nginx, the proxy.
+    expect(lines.some((l) => l.startsWith('| bare node:http |'))).toBe(true);
+    expect(lines.some((l) => l.startsWith('| nginx proxy_cache |'))).toBe(true);
+    expect(lines.some((l) => l.startsWith('| proxy cache hits |'))).toBe(true);
+  });
+
+  it('Load test: stamped runs of npm run loadtest (one Redis and a Redis Cluster), and a picture of the report', () => {
+    const text = section('Load test');
+    expect(text).toMatch(/^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, \d+ replicas?, one Redis, /m);
+    expect(text).toMatch(/^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, \d+ replicas?, Redis Cluster, /m);
+    expect(text.split('\n')).toContain('| figure | this run |');
+    const image = /!\[[^\]]+\]\((docs\/[^)]+\.png)\)/.exec(text)?.[1];
+    expect(image).toBeDefined();
+    expect(existsSync(image ?? '')).toBe(true);
+  });
+});
+
+function summary(rps: number, usPerRequest: number, p99Ms: number): Summary {
+  return { rounds: 1, rps, p50Ms: 1, p99Ms, serverCpuPct: 99, usPerRequest, clientCpuPct: 50, bytesPerResponse: 6000, unexpected: 0, errors: 0, rpsByRound: [rps] };
+}
+
+function target(name: string, ratio: number, cpuRatio: number, p99Ms: number, halfLoadP99Ms: number): TargetFigures {
+  const s = summary(30_000 * ratio, 20 / cpuRatio, p99Ms);
+  return { name, fiftyPages: s, onePage: s, ratioFiftyPages: ratio, ratioOnePage: ratio, cpuRatioFiftyPages: cpuRatio, cpuRatioOnePage: cpuRatio, halfLoadP99Ms };
+}
+
+const rest = {
+  upstreamDuringHits: 0,
+  coalesced: { requests: 500, upstream: 1, pass: true },
+  stored: { ratio: 0.2, target: 0.25, pass: true },
+  rateLimited: { usPerRequest: 60, target: 1000, other: 0, pass: true },
+  generator: 'wrk 4.1.0',
+};
+
+describe('the bench’s verdicts', () => {
+  it('judges the hit ratio, p99 against nginx and at half load by issue 11’s targets', () => {
+    const pass = verdicts({ ...rest, proxy: target('proxy cache hits', 0.72, 0.65, 3, 4), nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1) });
+    expect(pass.map((v) => v.pass)).toEqual([true, true, true, true, true, true, true, true]);
+    expect(pass[0]?.figure).toBe('0.72× (goal met); by CPU per request 0.65×');
+    const miss = verdicts({ ...rest, upstreamDuringHits: 3, proxy: target('proxy cache hits', 0.55, 0.4, 6, 5.5), nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1) });
+    expect(miss.map((v) => v.pass)).toEqual([false, false, false, false, false, true, true, true]);
+    expect(miss[2]?.figure).toBe('6.00 vs 1.50 ms (4.0×)');
+  });
+
+  it('cannot judge the p99 against nginx without nginx, and says so', () => {
+    const list = verdicts({ ...rest, proxy: target('proxy cache hits', 0.7, 0.6, 3, 4), nginx: undefined });
+    expect(list[2]).toMatchObject({ pass: undefined, figure: '3.00 ms; no nginx in this run' });
+    expect(benchMarkdown('stamp', [], list, { busyRounds: 0, rounds: 30 })).toContain(`| ${list[2]?.target ?? ''} | 3.00 ms; no nginx in this run | n/a |`);
+  });
+
+  it('warns in the README lines when rounds ran on a busy machine, and only then', () => {
+    const list = verdicts({ ...rest, proxy: target('proxy cache hits', 0.7, 0.6, 3, 4), nginx: undefined });
+    expect(benchMarkdown('stamp', [], list, { busyRounds: 0, rounds: 30 }).join('\n')).not.toContain('Busy machine');
+    expect(benchMarkdown('stamp', [], list, { busyRounds: 7, rounds: 30 }).join('\n')).toContain('Busy machine: in 7 of 30 closed-loop rounds');
+  });
+});

@@ -1,0 +1,74 @@
+/**
+ * The load test's HTML report and README lines, from a made-up run: every second is a point of
+ * every chart, seconds without a figure are gaps rather than zeros, whatever text the run carries
+ * is escaped, and the page loads nothing from anywhere (the browser test draws a real run's).
+ */
+import { describe, expect, it } from 'vitest';
+import type { SecondSample } from '../../bench/loadgen.js';
+import { type LoadtestReport, loadtestMarkdown, renderLoadtestHtml } from '../../bench/loadtest-report.js';
+
+function second(at: number, hitRatio: number | undefined): SecondSample {
+  return { at, requests: 1000 * at, requestsPerSecond: 1000 * at, p50Ms: 1.5, p90Ms: 4, p99Ms: 12 + at, maxMs: 40, errors: 0, statuses: { '200': 1000 * at }, hitRatio, upstreamRequests: 5 };
+}
+
+const HOSTILE = '<script>alert("x")</script> & "quoted"';
+
+const report: LoadtestReport = {
+  stamp: '`npm run loadtest`, 2026-11-23, 2 cores, 3 replicas, one Redis, 3 s, 32 connections',
+  date: '2026-11-23T10:00:00.000Z',
+  machine: { cores: 2, cpu: HOSTILE, node: 'v20.20.2' },
+  settings: { seconds: 3, connections: 32, replicas: 3, redis: 'single' },
+  topology: {
+    redis: { mode: 'single', description: 'redis-server 7.0.15, one node', nodes: ['127.0.0.1:6400'] },
+    sandbox: 'http://127.0.0.1:6401',
+    replicas: ['http://127.0.0.1:6402', 'http://127.0.0.1:6403', 'http://127.0.0.1:6404'],
+    balancer: 'http://127.0.0.1:6405',
+    generator: HOSTILE,
+  },
+  result: {
+    requests: 6000,
+    requestsPerSecond: 2000,
+    latencyMs: { p50: 1.5, p90: 4, p99: 14, max: 40 },
+    statuses: { '2xx': 5990, '3xx': 0, '4xx': 0, '5xx': 10 },
+    statusCodes: { '200': 5990, '502': 10 },
+    errors: 0,
+    timeouts: 0,
+    hitRatio: 0.97,
+    coalescedWaits: 3,
+    upstreamRequests: 15,
+    upstreamRefusals: 0,
+    redisErrors: 0,
+    sandboxServed: 15,
+    timeline: [second(1, 0.9), second(2, undefined), second(3, 0.99)],
+  },
+};
+
+describe('the load test report', () => {
+  const html = renderLoadtestHtml(report);
+
+  it('draws each second as a point of each series, and a second without a hit ratio as a gap', () => {
+    const points = (series: string): string | undefined => new RegExp(`data-series="${series}" data-points="(\\d+)"`).exec(html)?.[1];
+    for (const series of ['p50', 'p90', 'p99', 'req/s', 'upstream calls', 'errors']) expect(points(series), series).toBe('3');
+    expect(points('hit ratio')).toBe('2');
+    for (const chart of ['topology', 'latency', 'throughput', 'hit-ratio', 'upstream', 'statuses']) expect(html).toContain(`data-chart="${chart}"`);
+    expect(html.match(/<rect class="bar"/g)).toHaveLength(2);
+    expect(html.match(/<g class="node replica"/g)).toHaveLength(3);
+  });
+
+  it('escapes the text it shows and fetches nothing', () => {
+    expect(html).not.toContain('<script');
+    expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &quot;quoted&quot;');
+    expect(html).not.toMatch(/<(link|img|iframe|object|embed)\b/i);
+    expect(html).not.toMatch(/\b(src|href)=/i);
+    expect(html).not.toMatch(/url\((?!#)/);
+  });
+
+  it('gives the README its stamp and a table of the totals', () => {
+    const lines = loadtestMarkdown(report);
+    expect(lines[0]).toBe(report.stamp);
+    expect(lines).toContain('| figure | this run |');
+    expect(lines).toContain('| requests | 6,000 (2,000 req/s) |');
+    expect(lines).toContain('| statuses | 5,990 × 200, 10 × 502 |');
+    expect(lines).toContain('| upstream requests | 15 (5.0/s); the sandbox served 15 |');
+  });
+});
