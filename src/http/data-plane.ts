@@ -72,6 +72,37 @@ function limitPolicyOf(policy: string): LimitPolicy {
   return policy === 'company' || policy === 'upstream' ? policy : 'credential';
 }
 
+/**
+ * `Cache-Control` of an answer from a cache entry, for a freshness lifetime in seconds:
+ * - `private`: one credential's answer (DESIGN §4): a shared cache must not store it at all
+ *   (RFC 9111 §5.2.2.7), whatever else the field says.
+ * - `max-age`: the lifetime, with `Age` beside it (RFC 9111 §4.2.3; see the read service).
+ * - `s-maxage` (the same value): what lets a client's own cache keep a page fetched with
+ *   `Authorization`. RFC 9111 §3.5 names `public`, `s-maxage` and `must-revalidate` as the
+ *   directives that allow it, and undici's private cache applies that rule to itself. `public`
+ *   would invite shared caches. `must-revalidate` has the meaning we want (never reuse a stale copy
+ *   unvalidated, §5.2.2.2), but http-cache-semantics 4.2+ (behind got, cacheable-request and
+ *   make-fetch-happen) revalidates a `must-revalidate` response on every use even while fresh, so
+ *   those clients would never reuse a page. `s-maxage` only speaks to shared caches, which
+ *   `private` already shuts out: to a private cache it changes nothing but the §3.5 permission.
+ *   Without must-revalidate a client may still use a stale copy when disconnected or when it asks
+ *   for one (`max-stale`, §4.2.4): its own, explicit choice.
+ * No RFC 5861 `stale-while-revalidate`/`stale-if-error`: the proxy already serves stale copies
+ * itself (README "The cache"), and a client doing the same would add its window to the proxy's.
+ * The few distinct lifetimes (one per policy) each get their string once.
+ */
+const cacheControlByLifetime = new Map<number, string>();
+/** Lifetimes come from the policies; a bound all the same, should overrides change endlessly. */
+const MAX_REMEMBERED_LIFETIMES = 64;
+function privateCacheControl(lifetimeSeconds: number): string {
+  let value = cacheControlByLifetime.get(lifetimeSeconds);
+  if (value === undefined) {
+    value = `private, max-age=${lifetimeSeconds}, s-maxage=${lifetimeSeconds}`;
+    if (cacheControlByLifetime.size < MAX_REMEMBERED_LIFETIMES) cacheControlByLifetime.set(lifetimeSeconds, value);
+  }
+  return value;
+}
+
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const { authenticator, limiter, lists, policy, reads, log, metrics } = options;
   const memo = createCanonicalMemo();
@@ -106,24 +137,26 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
 
   function respond(ex: Exchange, outcome: ReadOutcome): void {
     const headers: Record<string, string | number> = {
-      'content-type': outcome.contentType,
       'x-request-id': ex.requestId,
       'cache-status': outcome.cacheStatus,
       ...limitHeaders(ex),
     };
-    const cacheable = outcome.status === 200 || outcome.status === 404;
-    if (cacheable) {
-      // Private: one credential's answer (DESIGN §4); shared caches downstream must not keep it.
-      headers['cache-control'] = `private, max-age=${outcome.maxAgeSeconds ?? 0}`;
-      headers.vary = 'Authorization';
+    // An answer made from a cache entry (a 200, or a record's 404) carries its freshness; any
+    // other (an upstream error passed on, or a rare page fetched without an entry) is not kept.
+    const fromEntry = outcome.maxAgeSeconds !== undefined;
+    if (fromEntry) {
+      headers['cache-control'] = privateCacheControl(outcome.maxAgeSeconds);
+      if (outcome.ageSeconds !== undefined) headers.age = outcome.ageSeconds;
     } else {
       headers['cache-control'] = 'no-store';
     }
+    if (outcome.status === 200 || outcome.status === 404) headers.vary = 'Authorization';
     if (outcome.etag !== undefined) headers.etag = outcome.etag;
-    if (outcome.ageSeconds !== undefined) headers.age = outcome.ageSeconds;
     if (outcome.retryAfter !== undefined) headers['retry-after'] = outcome.retryAfter;
-    // RFC 9110 §13.1.2: If-None-Match with the current validator → 304 without a body.
-    if (cacheable && outcome.etag !== undefined && etagMatches(ex.req.headers['if-none-match'], outcome.etag)) {
+    // RFC 9110 §13.1.2: If-None-Match with the current validator → 304 without a body. The 304
+    // repeats Cache-Control, ETag, Vary and Age, which a client's cache uses to freshen its copy
+    // (RFC 9111 §4.3.4), and no representation metadata such as Content-Type (RFC 9110 §15.4.5).
+    if (fromEntry && outcome.etag !== undefined && etagMatches(ex.req.headers['if-none-match'], outcome.etag)) {
       ex.res.writeHead(304, headers);
       ex.res.end();
       finish(ex, 304, undefined, outcome);
@@ -131,6 +164,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     }
     // The upstream's own 429, passed on (no stale copy to serve instead).
     if (outcome.status === 429) metrics?.rateLimited('upstream');
+    headers['content-type'] = outcome.contentType;
     headers['content-length'] = outcome.body.length;
     ex.res.writeHead(outcome.status, headers);
     ex.res.end(ex.head ? undefined : outcome.body);
