@@ -3,7 +3,7 @@
  * data plane (canonicalise → authenticate → authorise → validate) → read service (L1 → store →
  * coalesced fill) → upstream; then the Express fallback plane, and the admin plane on its own port.
  */
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { type AccessLists, InMemoryAccessLists } from './auth/access-lists.js';
 import { createAuthenticator } from './auth/authenticate.js';
@@ -21,9 +21,9 @@ import { createRedisStore } from './cache/redis-store.js';
 import type { CacheStore } from './cache/store.js';
 import type { FileConfig } from './config/schema.js';
 import { ShuttingDownError } from './errors/proxy-error.js';
-import { answerClientError } from './http/client-error.js';
 import { createDataPlane } from './http/data-plane.js';
 import { createFallbackApp } from './http/fallback-app.js';
+import { createHttpServer } from './http/server.js';
 import { closeServer, listenOn } from './http/listen.js';
 import { writeProblem } from './http/problem.js';
 import { requestIdOf } from './http/request-id.js';
@@ -298,13 +298,14 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   });
 
 
+  const requestLog = createRequestLog(logger);
   const dataPlane = createDataPlane({
     authenticator: createAuthenticator(verifier, lists),
     limiter,
     lists,
     policy: { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule },
     reads,
-    log: createRequestLog(logger),
+    log: requestLog,
     metrics,
     yieldUnknownResources: passthrough !== undefined,
     // The message and the stack's first frames: a library error may carry a payload or a key.
@@ -313,17 +314,21 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   // One request-log middleware for both Express planes.
   const httpLog = createHttpLog(logger);
   const fallback = createFallbackApp(passthrough?.handler, httpLog);
+  const serverLogs = { httpLog, requestLog };
   /** Starting until both ports listen; draining from the first step of `close` (DESIGN §8). */
   let phase: Phase = 'starting';
-  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
-    // The listener is closed while draining; a request on a kept-alive connection still arrives.
-    if (phase === 'draining') return refuseWhileDraining(req, res);
-    if (!dataPlane(req, res)) fallback(req, res);
-  });
-  server.on('clientError', answerClientError);
+  const server = createHttpServer(
+    function handleRequest(req, res) {
+      // The listener is closed while draining; a request on a kept-alive connection still arrives.
+      if (phase === 'draining') return refuseWhileDraining(req, res);
+      if (!dataPlane(req, res)) fallback(req, res);
+    },
+    serverLogs,
+    { keepAliveTimeout: 65_000, requestTimeout: 60_000 },
+  );
 
   let currentConfig = config;
-  const adminServer = createServer(
+  const adminServer = createHttpServer(
     createAdminApp({
       readiness: {
         phase: () => phase,
@@ -333,6 +338,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       log: httpLog,
       operator: options.adminToken === undefined ? undefined : { token: options.adminToken, config: () => currentConfig, policies, reads, control },
     }),
+    serverLogs,
   );
 
   return {

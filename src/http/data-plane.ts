@@ -22,6 +22,7 @@ import { API_PREFIX } from '../catalog/resources.js';
 import {
   ALLOWED_METHODS,
   InternalError,
+  InvalidBearerRequestError,
   InvalidRequestError,
   MethodNotAllowedError,
   NotFoundError,
@@ -256,7 +257,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     const path = target.kind === 'api' ? target.path : '';
     const query = memo.parse(rawQuery);
     if (query.hasAccessToken) {
-      fail(ex, new InvalidRequestError('Tokens are accepted only in the Authorization header.'));
+      fail(ex, new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.'));
       return true;
     }
     try {
