@@ -34,6 +34,7 @@ import { createUpstreamPause } from './limits/upstream-pause.js';
 import { createHttpLog } from './observability/http-log.js';
 import { createRequestLog } from './observability/logger.js';
 import { type Metrics, createMetrics } from './observability/metrics.js';
+import { registerSecret } from './observability/secrets.js';
 import { createUpstreamClient } from './upstream/client.js';
 import { createReadFetcher } from './upstream/fetch-read.js';
 import { guardFetcher } from './upstream/guarded-fetch.js';
@@ -189,6 +190,8 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
 
 export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
   const { config, logger } = options;
+  // No log line may hold the admin token, wherever a client puts it (README "Logs").
+  if (options.adminToken !== undefined) registerSecret(options.adminToken);
   const lists = options.lists ?? new InMemoryAccessLists();
   const verifier = createTokenVerifier({
     keys: options.keys,

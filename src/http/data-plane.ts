@@ -18,7 +18,7 @@ import type { AccessLists } from '../auth/access-lists.js';
 import type { Authenticated, Authenticator } from '../auth/authenticate.js';
 import { type AuthorizationPolicy, authorize } from '../auth/authorize.js';
 import type { Principal } from '../auth/principal.js';
-import { API_PREFIX } from '../catalog/resources.js';
+import { API_PREFIX, RESOURCES } from '../catalog/resources.js';
 import {
   ALLOWED_METHODS,
   InternalError,
@@ -30,6 +30,7 @@ import {
   RateLimitedError,
 } from '../errors/proxy-error.js';
 import type { InboundLimiter, LimitVerdict } from '../limits/inbound.js';
+import { ID_SEGMENT, loggedPath } from '../observability/logged-path.js';
 import type { RequestLog } from '../observability/logger.js';
 import type { LimitPolicy, Metrics } from '../observability/metrics.js';
 import { type ParsedQuery, createCanonicalMemo } from '../request/memo.js';
@@ -56,6 +57,26 @@ export interface DataPlaneOptions {
 
 export type DataPlane = (req: IncomingMessage, res: ServerResponse) => boolean;
 
+/** Logged for a target that is not a path (absolute-form, `//host`): it names a host, or anything. */
+const INVALID_TARGET_PATH = '(invalid target)';
+
+/**
+ * The reads' log paths, one pair per resource, made once: a read's line never carries client text
+ * (the record id is `{id}`). Anything else under the prefix is a 404, logged word by word.
+ */
+const READ_PATHS: ReadonlyMap<string, { readonly list: string; readonly record: string }> = new Map(
+  RESOURCES.map((resource) => {
+    const list = `${API_PREFIX}/${resource.name}`;
+    return [resource.name, { list, record: `${list}/${ID_SEGMENT}` }];
+  }),
+);
+
+function loggedPathOf(route: Route, path: string): string {
+  const paths = route.kind === 'list' || route.kind === 'record' ? READ_PATHS.get(route.resource.name) : undefined;
+  if (paths === undefined) return loggedPath(`${API_PREFIX}/${path}`);
+  return route.kind === 'list' ? paths.list : paths.record;
+}
+
 interface Exchange {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
@@ -75,8 +96,8 @@ function limitPolicyOf(policy: string): LimitPolicy {
 
 /**
  * `Cache-Control` of an answer from a cache entry, for a freshness lifetime in seconds:
- * - `private`: one credential's answer (DESIGN §4): a shared cache must not store it at all
- *   (RFC 9111 §5.2.2.7), whatever else the field says.
+ * - `private`: one credential's answer (README "The cache"): a shared cache must not store it
+ *   at all (RFC 9111 §5.2.2.7), whatever else the field says.
  * - `max-age`: the lifetime, with `Age` beside it (RFC 9111 §4.2.3; see the read service).
  * - `s-maxage` (the same value): what lets a client's own cache keep a page fetched with
  *   `Authorization`. RFC 9111 §3.5 names `public`, `s-maxage` and `must-revalidate` as the
@@ -234,7 +255,7 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       requestId: requestIdOf(req),
       startedAt: performance.now(),
       head: req.method === 'HEAD',
-      path: target.kind === 'api' ? `${API_PREFIX}/${target.path}` : '(invalid target)',
+      path: route === undefined ? INVALID_TARGET_PATH : loggedPathOf(route, target.kind === 'api' ? target.path : ''),
       resource: route !== undefined && route.kind !== 'unknown' ? route.resource.name : undefined,
       principal: undefined,
       limits: undefined,

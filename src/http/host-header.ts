@@ -1,9 +1,9 @@
 /**
  * The `Host` header, checked before anything else reads the request (RFC 9112 §3.2): a server
  * MUST answer 400 to an HTTP/1.1 request without one, with more than one, or with an invalid
- * value. Node's parser keeps two `Host` lines (NOTES.md, "Node's HTTP parser"), and its own check
- * for a missing one (`requireHostHeader`) answers a bare 400 without a body; the servers turn that
- * check off and answer all three here, as problem+json.
+ * value. Node's parser keeps both of two `Host` lines, and its own check for a missing one
+ * (`requireHostHeader`) answers a bare 400 without a body; the servers turn that check off and
+ * answer all three here, as problem+json.
  */
 import type { IncomingMessage } from 'node:http';
 import { InvalidRequestError } from '../errors/proxy-error.js';
