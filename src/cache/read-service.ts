@@ -22,7 +22,7 @@ import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
 import { type CacheResult, type CacheStatus, cacheResultOf, formatCacheStatus } from './cache-status.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { FillCoordinator } from './coordinator.js';
-import { type CacheEntry, strongEtag } from './entry.js';
+import { type CacheEntry, type CodedBody, brotliBody, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
 import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
@@ -38,7 +38,10 @@ export interface ReadRequest {
 /** What the client is sent, before the headers every read gets. */
 export interface ReadOutcome {
   readonly status: number;
+  /** The identity body: the upstream's bytes. */
   readonly body: Buffer;
+  /** The same in brotli, as stored (answers made from an entry whose body compresses). */
+  readonly brotli: CodedBody | undefined;
   readonly contentType: string;
   /** The upstream's `Retry-After` on a passed-through 429. */
   readonly retryAfter: string | undefined;
@@ -146,6 +149,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     return {
       status: entry.status,
       body: entry.body,
+      brotli: entry.brotli,
       contentType: entry.contentType,
       retryAfter: undefined,
       cacheStatus: formatCacheStatus(status),
@@ -161,6 +165,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     return {
       status: answer.status,
       body: answer.body,
+      brotli: undefined,
       contentType: answer.contentType ?? 'application/json',
       retryAfter: answer.status === 429 ? answer.retryAfter : undefined,
       cacheStatus: formatCacheStatus({ kind: 'miss', fwdStatus: answer.status, stored: false }),
@@ -184,11 +189,14 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     const ttl = answer.status === 200 ? policy.ttl : policy.notFoundTtl;
     const storedAt = now();
     const freshUntil = storedAt + ttl * 1000;
+    const etag = strongEtag(answer.body);
     return {
       status: answer.status,
       contentType: answer.contentType ?? 'application/json',
-      etag: strongEtag(answer.body),
+      etag,
       body: answer.body,
+      // Compressed once, here: the store keeps it, and `br` clients are sent it, this one included.
+      brotli: brotliBody(answer.body, etag),
       storedAt,
       freshUntil,
       keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,

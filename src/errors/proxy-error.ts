@@ -132,6 +132,13 @@ export class MethodNotAllowedError extends ProxyError {
   }
 }
 
+export class NotAcceptableError extends ProxyError {
+  readonly code = 'not_acceptable';
+  constructor() {
+    super('None of the content codings the Accept-Encoding header allows can be sent (identity, gzip and br are offered).');
+  }
+}
+
 export class RateLimitedError extends ProxyError {
   readonly code = 'rate_limited';
   constructor(readonly retryAfterSeconds: number, readonly policy: string) {

@@ -25,6 +25,7 @@ import {
   InvalidBearerRequestError,
   InvalidRequestError,
   MethodNotAllowedError,
+  NotAcceptableError,
   NotFoundError,
   ProxyError,
   RateLimitedError,
@@ -37,6 +38,8 @@ import { type ParsedQuery, createCanonicalMemo } from '../request/memo.js';
 import { type Route, resolveRoute } from '../request/route.js';
 import { classifyTarget } from '../request/target.js';
 import type { ReadOutcome, ReadService } from '../cache/read-service.js';
+import { gzipBody } from '../cache/entry.js';
+import { chooseCoding } from './content-coding.js';
 import { etagMatches } from './conditional.js';
 import { writeProblem } from './problem.js';
 import { requestIdOf } from './request-id.js';
@@ -163,22 +166,38 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
       'cache-status': outcome.cacheStatus,
       ...limitHeaders(ex),
     };
-    // An answer made from a cache entry (a 200, or a record's 404) carries its freshness; any
-    // other (an upstream error passed on, or a rare page fetched without an entry) is not kept.
+    let body = outcome.body;
+    let etag = outcome.etag;
+    let contentEncoding: string | undefined;
+    // An answer made from a cache entry (a 200, or a record's 404) carries its freshness and is
+    // negotiated; any other (an upstream error passed on, or a rare page fetched without an
+    // entry) is the upstream's identity bytes, not kept.
     const fromEntry = outcome.maxAgeSeconds !== undefined;
     if (fromEntry) {
+      const coding = chooseCoding(ex.req.headers['accept-encoding'], outcome.brotli !== undefined);
+      if (coding === undefined) return fail(ex, new NotAcceptableError());
+      // br: the stored bytes as they are; gzip: made once per page and process (README "Content coding").
+      const coded = coding === 'br' ? outcome.brotli : coding === 'gzip' && etag !== undefined ? gzipBody(body, etag) : undefined;
+      if (coded !== undefined) {
+        body = coded.body;
+        etag = coded.etag;
+        contentEncoding = coded.coding;
+      }
       headers['cache-control'] = privateCacheControl(outcome.maxAgeSeconds);
       if (outcome.ageSeconds !== undefined) headers.age = outcome.ageSeconds;
+      // Every negotiated answer, identity too, varies with Accept-Encoding (RFC 9110 §12.5.5).
+      headers.vary = 'Accept-Encoding, Authorization';
     } else {
       headers['cache-control'] = 'no-store';
+      if (outcome.status === 200 || outcome.status === 404) headers.vary = 'Authorization';
     }
-    if (outcome.status === 200 || outcome.status === 404) headers.vary = 'Authorization';
-    if (outcome.etag !== undefined) headers.etag = outcome.etag;
+    if (etag !== undefined) headers.etag = etag;
     if (outcome.retryAfter !== undefined) headers['retry-after'] = outcome.retryAfter;
-    // RFC 9110 §13.1.2: If-None-Match with the current validator → 304 without a body. The 304
-    // repeats Cache-Control, ETag, Vary and Age, which a client's cache uses to freshen its copy
-    // (RFC 9111 §4.3.4), and no representation metadata such as Content-Type (RFC 9110 §15.4.5).
-    if (fromEntry && outcome.etag !== undefined && etagMatches(ex.req.headers['if-none-match'], outcome.etag)) {
+    // RFC 9110 §13.1.2: If-None-Match with the selected representation's validator → 304 without
+    // a body. The 304 repeats Cache-Control, ETag, Vary and Age, which a client's cache uses to
+    // freshen its copy (RFC 9111 §4.3.4), and no representation metadata such as Content-Type or
+    // Content-Encoding (RFC 9110 §15.4.5).
+    if (fromEntry && etag !== undefined && etagMatches(ex.req.headers['if-none-match'], etag)) {
       ex.res.writeHead(304, headers);
       ex.res.end();
       finish(ex, 304, undefined, outcome);
@@ -187,9 +206,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     // The upstream's own 429, passed on (no stale copy to serve instead).
     if (outcome.status === 429) metrics?.rateLimited('upstream');
     headers['content-type'] = outcome.contentType;
-    headers['content-length'] = outcome.body.length;
+    if (contentEncoding !== undefined) headers['content-encoding'] = contentEncoding;
+    headers['content-length'] = body.length;
     ex.res.writeHead(outcome.status, headers);
-    ex.res.end(ex.head ? undefined : outcome.body);
+    ex.res.end(ex.head ? undefined : body);
     finish(ex, outcome.status, undefined, outcome);
   }
 

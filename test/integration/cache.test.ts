@@ -87,7 +87,7 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     // max-age is the freshness lifetime and Age the age: a client computes 10 − 3 = 7 s left.
     expect(hit.headers.age).toBe('3');
     expect(hit.headers['cache-control']).toBe('private, max-age=10, s-maxage=10');
-    expect(hit.headers.vary).toBe('Authorization');
+    expect(hit.headers.vary).toBe('Accept-Encoding, Authorization');
     expect(hit.headers.etag).toBe(miss.headers.etag);
     expect(upstreamCount(target)).toBe(1);
     const direct = await getWithToken(sandbox.url, target, bearer);

@@ -133,7 +133,7 @@ describe('304 Not Modified (RFC 9110 §15.4.5)', () => {
     const names = res.headerList.map(([name]) => name);
     expect(names).not.toContain('content-type');
     expect(names).not.toContain('content-length');
-    expect(res.headers).toMatchObject({ etag, vary: 'Authorization', 'cache-control': page.headers['cache-control'] });
+    expect(res.headers).toMatchObject({ etag, vary: 'Accept-Encoding, Authorization', 'cache-control': page.headers['cache-control'] });
     expect(res.headers.age).toMatch(/^\d+$/);
   });
 });
