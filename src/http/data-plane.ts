@@ -5,7 +5,8 @@
  *   classify target (400 invalid_request) → OPTIONS → parse query (400 access_token)
  *   → authenticate (400 two headers, 401) → inbound limits (429)
  *   → resolve resource (404) → method (405) → authorise (403) → validate query (400)
- *   → read service (L1 → store → coalesced upstream fill) → respond (304 on a matching ETag)
+ *   → read service (L1 → store → coalesced upstream fill)
+ *   → respond: content coding (406 when none is acceptable), 304 on the selected ETag
  *
  * A hit on a token verified lately and a page held in this process runs all of it synchronously;
  * the first step that has to wait (verifying a token, asking Redis or the upstream) turns the
