@@ -3,7 +3,7 @@
  * data plane (canonicalise → authenticate → authorise → validate) → read service (L1 → store →
  * coalesced fill) → upstream; then the Express fallback plane, and the admin plane on its own port.
  */
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { type AccessLists, accessListsOver } from './auth/access-lists.js';
 import { createAuthenticator } from './auth/authenticate.js';
@@ -22,9 +22,9 @@ import { type OperatorControl, createOperatorControl } from './control/operator-
 import type { CacheStore } from './cache/store.js';
 import type { FileConfig } from './config/schema.js';
 import { ShuttingDownError } from './errors/proxy-error.js';
-import { answerClientError } from './http/client-error.js';
 import { createDataPlane } from './http/data-plane.js';
 import { createFallbackApp } from './http/fallback-app.js';
+import { createHttpServer } from './http/server.js';
 import { closeServer, listenOn } from './http/listen.js';
 import { writeProblem } from './http/problem.js';
 import { requestIdOf } from './http/request-id.js';
@@ -36,6 +36,7 @@ import { createHttpLog } from './observability/http-log.js';
 import { createRequestLog } from './observability/logger.js';
 import { type CacheFootprint, type Metrics, createMetrics } from './observability/metrics.js';
 import { watchRedisDowntime } from './observability/redis-downtime.js';
+import { registerSecret } from './observability/secrets.js';
 import { createUpstreamClient } from './upstream/client.js';
 import { createReadFetcher } from './upstream/fetch-read.js';
 import { guardFetcher } from './upstream/guarded-fetch.js';
@@ -233,6 +234,8 @@ function createControl(options: ProxyAppOptions, metrics: Metrics): { control: O
 
 export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
   const { config, logger } = options;
+  // No log line may hold the admin token, wherever a client puts it (README "Logs").
+  if (options.adminToken !== undefined) registerSecret(options.adminToken);
   const verifier = createTokenVerifier({
     keys: options.keys,
     issuer: options.issuer,
@@ -336,13 +339,14 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   });
 
 
+  const requestLog = createRequestLog(logger);
   const dataPlane = createDataPlane({
     authenticator: createAuthenticator(verifier, lists),
     limiter,
     lists,
     policy: { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule },
     reads,
-    log: createRequestLog(logger),
+    log: requestLog,
     metrics,
     yieldUnknownResources: passthrough !== undefined,
     // The message and the stack's first frames: a library error may carry a payload or a key.
@@ -351,6 +355,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   // One request-log middleware for both Express planes.
   const httpLog = createHttpLog(logger);
   const fallback = createFallbackApp(passthrough?.handler, httpLog);
+  const serverLogs = { httpLog, requestLog };
   /** Starting until both ports listen; draining from the first step of `close` (DESIGN §8). */
   let phase: Phase = 'starting';
   /** Set by `close` before its delay: readiness fails while the client port still serves. */
@@ -360,17 +365,20 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const requestClosed = (): void => {
     inFlight -= 1;
   };
-  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 60_000 }, function handleRequest(req, res) {
-    inFlight += 1;
-    res.on('close', requestClosed);
-    // The listener is closed while draining; a request on a kept-alive connection still arrives.
-    if (phase === 'draining') return refuseWhileDraining(req, res);
-    if (!dataPlane(req, res)) fallback(req, res);
-  });
-  server.on('clientError', answerClientError);
+  const server = createHttpServer(
+    function handleRequest(req, res) {
+      inFlight += 1;
+      res.on('close', requestClosed);
+      // The listener is closed while draining; a request on a kept-alive connection still arrives.
+      if (phase === 'draining') return refuseWhileDraining(req, res);
+      if (!dataPlane(req, res)) fallback(req, res);
+    },
+    serverLogs,
+    { keepAliveTimeout: 65_000, requestTimeout: 60_000 },
+  );
 
   let currentConfig = config;
-  const adminServer = createServer(
+  const adminServer = createHttpServer(
     createAdminApp({
       readiness: {
         phase() {
@@ -398,6 +406,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           ? undefined
           : { token: options.adminToken, config: () => currentConfig, policies, reads, control, ...(options.now !== undefined && { now: options.now }) },
     }),
+    serverLogs,
   );
 
   return {

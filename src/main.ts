@@ -3,8 +3,11 @@
  * upstream in-process on a loopback port, a development key, and a printed token and `curl` line.
  * With `UPSTREAM_URL` set it needs a real key source and says which variables to set.
  */
+import { parseArgs } from 'node:util';
 import type { KeySourceOptions } from './auth/key-source.js';
-import { type Config, ConfigError, loadConfig, shutdownPlan } from './config/load.js';
+import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from './cli/command-line.js';
+import { bannerLines, startFacts } from './cli/start-banner.js';
+import { type Config, ConfigError, DEFAULT_CONFIG_FILE, loadConfig, shutdownPlan } from './config/load.js';
 import { createProxyApp } from './app.js';
 import { DEV_SECRET, mintDevToken } from './dev/dev-credentials.js';
 import { createLogger } from './observability/logger.js';
@@ -19,12 +22,35 @@ function keysFrom(config: Config): KeySourceOptions | undefined {
   return { ...source, ...algorithms };
 }
 
+const PROXY_COMMAND: Command = {
+  name: 'slab-ops-proxy',
+  usage: [
+    'usage: node dist/main.js [--help] [--version]      (npm start builds, then runs this)',
+    '',
+    'Runs slab-ops-proxy: the caching read proxy on PORT and its admin port on ADMIN_PORT. It takes no',
+    'arguments; the environment and the config file set everything (README, "Configuration"):',
+    '  PORT (8080), HOST (0.0.0.0)            the client port and its bind address',
+    '  ADMIN_PORT (9090)                      /healthz, /readyz, /metrics',
+    '  ADMIN_TOKEN                            enables the operator API (/admin/*) behind this bearer token',
+    '  UPSTREAM_URL                           the system of record; unset: the embedded sandbox',
+    '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET',
+    '                                         the token key source: exactly one, required with UPSTREAM_URL',
+    '  JWT_ALGORITHMS, JWT_ISSUER, JWT_AUDIENCE',
+    '  REDIS_URL | REDIS_CLUSTER_NODES        the shared cache; unset: in-process, one replica',
+    `  CONFIG_FILE                            YAML over the built-in defaults (${DEFAULT_CONFIG_FILE})`,
+    '  LOG_LEVEL (info)                       fatal, error, warn, info, debug, trace or silent',
+    'Signals: SIGTERM or SIGINT drain and stop; SIGHUP reads CONFIG_FILE again.',
+    'A bad variable or config file stops the start with exit code 2 and names it.',
+  ].join('\n'),
+};
+
 function fail(message: string): never {
   process.stderr.write(`slab-ops-proxy: ${message}\n`);
-  process.exit(2);
+  process.exit(USAGE_EXIT_CODE);
 }
 
 async function main(): Promise<void> {
+  parseCommandLine(PROXY_COMMAND, (args) => parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }));
   let config: Config;
   try {
     config = loadConfig(process.env);
@@ -76,8 +102,15 @@ async function main(): Promise<void> {
     fail(code === 'EADDRINUSE' ? `a port is already in use: set PORT (${config.env.port}) or ADMIN_PORT (${config.env.adminPort})` : `cannot listen: ${String(error)}`);
   }
 
-  const shownHost = config.env.host === '0.0.0.0' || config.env.host === '::' ? '127.0.0.1' : config.env.host;
-  const base = `http://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${ports.port}`;
+  const facts = startFacts({
+    env: config.env,
+    rawEnv: process.env,
+    port: ports.port,
+    adminPort: ports.adminPort,
+    upstreamUrl,
+    embeddedSandbox: sandbox !== undefined,
+    storeKind: app.store.kind,
+  });
   if (sandbox !== undefined) {
     const token =
       keys.kind === 'secret'
@@ -91,21 +124,21 @@ async function main(): Promise<void> {
     process.stdout.write(
       [
         '',
-        `slab-ops-proxy listening on ${base} (admin on port ${String(ports.adminPort)})`,
-        `embedded default: sandbox upstream at ${upstreamUrl}, in-process cache`,
+        ...bannerLines(facts),
         ...(token === undefined
           ? ['mint tokens with your own key: the embedded sandbox verifies them with the key source you set']
           : [
               'development token (company 1, every permission, valid 24 h):',
               `  ${token}`,
               'try:',
-              `  curl -s -H 'Authorization: Bearer ${token}' '${base}/api/slab/v1/operations/receipts?per_page=2'`,
+              `  curl -s -H 'Authorization: Bearer ${token}' '${facts.url}/api/slab/v1/operations/receipts?per_page=2'`,
             ]),
         '',
       ].join('\n') + '\n',
     );
   } else {
-    logger.info({ port: ports.port, adminPort: ports.adminPort, upstream: new URL(upstreamUrl).origin }, 'slab-ops-proxy listening');
+    const { url: _url, ...fields } = facts;
+    logger.info(fields, 'slab-ops-proxy listening');
   }
 
   // SHUTDOWN_DELAY_SECONDS, then DRAIN_SECONDS; a shutdown still running after both and a margin

@@ -2,7 +2,7 @@
  * Authentication as one step of the request flow: bearer header → verified principal → not
  * revoked. Returns the principal or the error to answer with (400 for two headers, else 401).
  */
-import { InvalidRequestError, type ProxyError, UnauthenticatedError } from '../errors/proxy-error.js';
+import { InvalidBearerRequestError, type ProxyError, UnauthenticatedError } from '../errors/proxy-error.js';
 import type { AccessLists } from './access-lists.js';
 import { readBearer } from './bearer.js';
 import type { Principal } from './principal.js';
@@ -45,7 +45,7 @@ export function createAuthenticator(verifier: TokenVerifier, lists: AccessLists)
         case 'malformed':
           return new UnauthenticatedError('malformed');
         case 'duplicate':
-          return new InvalidRequestError('The request carries more than one Authorization header.');
+          return new InvalidBearerRequestError('The request carries more than one Authorization header.');
         case 'token': {
           let principal: Principal;
           try {

@@ -26,6 +26,11 @@ export const DEFAULT_CLAIM_NAMES: ClaimNames = {
 
 /** DESIGN §5: a positive integer, or 1–64 characters of `[A-Za-z0-9_-]`. */
 const TENANT_TEXT = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A company or employee id as text (the other spelling is a positive integer). */
+export function isTenantText(value: string): boolean {
+  return TENANT_TEXT.test(value);
+}
 const MAX_LIST_ITEMS = 256;
 const MAX_ITEM_LENGTH = 128;
 const MAX_IDENTIFIER_LENGTH = 256;

@@ -5,7 +5,7 @@
  * lookup refreshes that) or announced by a purge.
  */
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry } from './entry.js';
+import { type CacheEntry, entryBytes } from './entry.js';
 
 export interface L1Options {
   readonly maxBytes: number;
@@ -25,7 +25,7 @@ export class L1Cache {
     this.#entries = new LRUCache({
       maxSize: options.maxBytes,
       ttl: options.ttlMs,
-      sizeCalculation: (entry, key) => entry.body.length + key.length + ENTRY_OVERHEAD,
+      sizeCalculation: (entry, key) => entryBytes(entry) + key.length + ENTRY_OVERHEAD,
     });
   }
 

@@ -4,7 +4,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
-import type { CacheEntry } from './entry.js';
+import { type CacheEntry, entryBytes } from './entry.js';
 import { type CacheStore, type StoreFootprint, type StoreLookup, newGeneration } from './store.js';
 
 /** Bookkeeping bytes per entry beyond its body (key, header fields, LRU node). */
@@ -20,7 +20,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
   const now = options.now ?? Date.now;
   const entries = new LRUCache<string, CacheEntry>({
     maxSize: options.maxBytes,
-    sizeCalculation: (entry, key) => entry.body.length + key.length + ENTRY_OVERHEAD,
+    sizeCalculation: (entry, key) => entryBytes(entry) + key.length + ENTRY_OVERHEAD,
   });
   const generations = new Map<string, string>();
 
@@ -48,7 +48,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     },
     save(address, entry) {
       const ttl = entry.keepUntil - now();
-      const fits = entry.body.length + address.key.length + ENTRY_OVERHEAD <= options.maxBytes;
+      const fits = entryBytes(entry) + address.key.length + ENTRY_OVERHEAD <= options.maxBytes;
       if (ttl > 0 && fits) entries.set(address.key, entry);
       return Promise.resolve(ttl > 0 && fits);
     },

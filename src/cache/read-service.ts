@@ -22,7 +22,7 @@ import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
 import { type CacheResult, type CacheStatus, cacheResultOf, formatCacheStatus } from './cache-status.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { FillCoordinator } from './coordinator.js';
-import { type CacheEntry, strongEtag } from './entry.js';
+import { type CacheEntry, type CodedBody, brotliBody, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
 import { type PurgeBus, createLocalPurgeBus } from './purge-bus.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
@@ -39,16 +39,24 @@ export interface ReadRequest {
 /** What the client is sent, before the headers every read gets. */
 export interface ReadOutcome {
   readonly status: number;
+  /** The identity body: the upstream's bytes. */
   readonly body: Buffer;
+  /** The same in brotli, as stored (answers made from an entry whose body compresses). */
+  readonly brotli: CodedBody | undefined;
   readonly contentType: string;
   /** The upstream's `Retry-After` on a passed-through 429. */
   readonly retryAfter: string | undefined;
   /** `Cache-Status` (RFC 9211). */
   readonly cacheStatus: string;
   readonly cacheResult: CacheResult;
-  /** Cacheable answers (200, record 404) only. */
+  /** Answers made from a cache entry (200, record 404) only: the validator. */
   readonly etag: string | undefined;
+  /**
+   * `Age`: whole seconds since the entry was stored, rounded up (entries only). With
+   * `maxAgeSeconds` it gives a client what the proxy means, RFC 9111 §4.2.3: see `fromEntry`.
+   */
   readonly ageSeconds: number | undefined;
+  /** `max-age`: the entry's freshness lifetime under the policy in force, whole seconds (entries only). */
   readonly maxAgeSeconds: number | undefined;
   readonly upstreamMs: number | undefined;
 }
@@ -104,6 +112,24 @@ function seconds(ms: number): number {
   return Math.floor(ms / 1000);
 }
 
+/**
+ * What a client is told of an entry's freshness (RFC 9111 §4.2): `max-age` is the freshness
+ * lifetime and `Age` the entry's age, and a client computes what is left as their difference
+ * (§4.2.3). Policies are whole seconds, so the lifetime is exact; the age is rounded *up*, so that
+ * max-age − Age is the remaining freshness rounded down and never overstates it (by less than a
+ * second at most it understates it). That difference is also `Cache-Status`'s `ttl` for a hit. A
+ * stale entry (served while revalidating, or on an upstream failure) keeps the same two figures:
+ * its Age then exceeds its max-age, so every client sees it as stale and never reuses it as fresh.
+ * A clock behind another replica's (a negative age) counts as age 0.
+ */
+function lifetimeSeconds(entry: CacheEntry): number {
+  return Math.max(0, seconds(entry.freshUntil - entry.storedAt));
+}
+
+function ageSeconds(entry: CacheEntry, at: number): number {
+  return Math.max(0, Math.ceil((at - entry.storedAt) / 1000));
+}
+
 export function createReadService(options: ReadServiceOptions): ReadService {
   const { store, l1, coordinator, policies, keyPrefix, fetch, metrics } = options;
   const now = options.now ?? Date.now;
@@ -124,13 +150,14 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     return {
       status: entry.status,
       body: entry.body,
+      brotli: entry.brotli,
       contentType: entry.contentType,
       retryAfter: undefined,
       cacheStatus: formatCacheStatus(status),
       cacheResult: cacheResultOf(status),
       etag: entry.etag,
-      ageSeconds: Math.max(0, seconds(at - entry.storedAt)),
-      maxAgeSeconds: Math.max(0, seconds(entry.freshUntil - at)),
+      ageSeconds: ageSeconds(entry, at),
+      maxAgeSeconds: lifetimeSeconds(entry),
       upstreamMs,
     };
   }
@@ -139,6 +166,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     return {
       status: answer.status,
       body: answer.body,
+      brotli: undefined,
       contentType: answer.contentType ?? 'application/json',
       retryAfter: answer.status === 429 ? answer.retryAfter : undefined,
       cacheStatus: formatCacheStatus({ kind: 'miss', fwdStatus: answer.status, stored: false }),
@@ -162,11 +190,14 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     const ttl = answer.status === 200 ? policy.ttl : policy.notFoundTtl;
     const storedAt = now();
     const freshUntil = storedAt + ttl * 1000;
+    const etag = strongEtag(answer.body);
     return {
       status: answer.status,
       contentType: answer.contentType ?? 'application/json',
-      etag: strongEtag(answer.body),
+      etag,
       body: answer.body,
+      // Compressed once, here: the store keeps it, and `br` clients are sent it, this one included.
+      brotli: brotliBody(answer.body, etag),
       storedAt,
       freshUntil,
       keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,
@@ -323,7 +354,8 @@ export function createReadService(options: ReadServiceOptions): ReadService {
           if (collapsed) metrics?.coalesced(leader ? 'replicas' : 'process');
           const fwdStatus = result.entry.status;
           return fromEntry(
-            result.entry,
+            // The policy in force now, as for every answer from an entry (another replica filled it).
+            withPolicy(result.entry, policy),
             now(),
             collapsed ? { kind: 'collapsed', fwdStatus } : { kind: 'miss', fwdStatus, stored: result.stored },
             // A follower waited on the leader's upstream exchange: that time is not the proxy's own.

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { LevelWithSilent } from 'pino';
+import { packageFile } from '../package.js';
 import { LOG_LEVELS } from '../observability/logger.js';
 import { BUILT_IN_CONFIG, type FileConfig, configSchema } from './schema.js';
 
@@ -47,7 +48,8 @@ export interface Config {
   readonly file: FileConfig;
 }
 
-export const DEFAULT_CONFIG_FILE = 'config/default.yaml';
+/** The package's own `config/default.yaml`, wherever the process was started from. */
+export const DEFAULT_CONFIG_FILE = packageFile('config/default.yaml');
 
 /**
  * Every environment variable the proxy reads (README, Configuration), in one place: `loadEnv`

@@ -41,6 +41,32 @@ export class InvalidRequestError extends ProxyError {
 }
 
 /**
+ * The `WWW-Authenticate` challenge of RFC 6750 §3, realm `slab-ops`. A request without
+ * credentials gets it bare; one whose credentials were refused names the reason (§3.1):
+ * `invalid_request` (400: sent in a way the proxy refuses), `invalid_token` (401),
+ * `insufficient_scope` (403, with the `scope` it needs when that is an OAuth scope).
+ */
+function bearerChallenge(error?: 'invalid_request' | 'invalid_token' | 'insufficient_scope', scope?: string): Readonly<Record<string, string>> {
+  const attributes = ['realm="slab-ops"'];
+  if (error !== undefined) attributes.push(`error="${error}"`);
+  if (scope !== undefined) attributes.push(`scope="${scope}"`);
+  return { 'www-authenticate': `Bearer ${attributes.join(', ')}` };
+}
+
+/** RFC 6750 §3.1: a scope value is scope-tokens (printable ASCII but `"` and `\`) separated by spaces. */
+const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+(?: [\x21\x23-\x5b\x5d-\x7e]+)*$/;
+
+/**
+ * A 400 about how the bearer token was sent (two `Authorization` headers, a token in the query):
+ * `invalid_request` in the body and in the challenge (RFC 6750 §3.1).
+ */
+export class InvalidBearerRequestError extends InvalidRequestError {
+  constructor(detail: string) {
+    super(detail, bearerChallenge('invalid_request'));
+  }
+}
+
+/**
  * `reason` is internal (for logs and metrics); the client sees one generic detail, as RFC 6750
  * suggests, so that a prober learns nothing about which check failed.
  */
@@ -64,7 +90,7 @@ export class UnauthenticatedError extends ProxyError {
     super(
       reason === 'missing' ? 'A bearer token is required.' : 'The bearer token is invalid, expired or revoked.',
       // RFC 6750 §3.1: a request without credentials gets the challenge without an error code.
-      { 'www-authenticate': reason === 'missing' ? 'Bearer realm="slab-ops"' : 'Bearer realm="slab-ops", error="invalid_token"' },
+      bearerChallenge(reason === 'missing' ? undefined : 'invalid_token'),
     );
   }
 }
@@ -74,7 +100,8 @@ export type ForbiddenReason = 'permission' | 'employee' | 'scope' | 'module' | '
 export class ForbiddenError extends ProxyError {
   readonly code = 'forbidden';
   constructor(readonly reason: ForbiddenReason, readonly missing: readonly string[] = []) {
-    super(FORBIDDEN_DETAILS[reason]);
+    const scope = reason === 'scope' ? missing.join(' ') : undefined;
+    super(FORBIDDEN_DETAILS[reason], bearerChallenge('insufficient_scope', scope !== undefined && SCOPE.test(scope) ? scope : undefined));
   }
   override extras(): ProblemExtras {
     return { reason: this.reason, missing: this.missing };
@@ -105,6 +132,13 @@ export class MethodNotAllowedError extends ProxyError {
   readonly code = 'method_not_allowed';
   constructor() {
     super('Only GET, HEAD and OPTIONS are allowed.', { allow: ALLOWED_METHODS });
+  }
+}
+
+export class NotAcceptableError extends ProxyError {
+  readonly code = 'not_acceptable';
+  constructor() {
+    super('None of the content codings the Accept-Encoding header allows can be sent (identity, gzip and br are offered).');
   }
 }
 

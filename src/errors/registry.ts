@@ -9,6 +9,8 @@ export const ERROR_REGISTRY = {
   forbidden: { status: 403, title: 'Forbidden' },
   not_found: { status: 404, title: 'Not found' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
+  /** A cached page in none of the content codings the client's Accept-Encoding allows. */
+  not_acceptable: { status: 406, title: 'Not acceptable' },
   rate_limited: { status: 429, title: 'Too many requests' },
   request_headers_too_large: { status: 431, title: 'Request header fields too large' },
   /** Only for a defect in the proxy itself; every input has a defined answer below 500. */

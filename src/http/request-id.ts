@@ -1,9 +1,11 @@
 /**
  * `X-Request-Id`: the client's when it is a plausible id, else a new UUID. An unfit client value is
- * replaced, not refused: it is a tracing aid, and it must never carry a log-injection payload.
+ * replaced, not refused: it is a tracing aid, and it must never carry a log-injection payload, nor
+ * a token (a JWT of up to 128 characters fits the grammar) or the admin token into the log.
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { holdsSecret } from '../observability/secrets.js';
 
 /** A client's `X-Request-Id` kept as given (also the OpenAPI description's pattern). */
 export const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -18,7 +20,7 @@ const generated = new WeakMap<IncomingMessage, string>();
 
 export function requestIdOf(req: IncomingMessage): string {
   const value = req.headers['x-request-id'];
-  if (typeof value === 'string' && REQUEST_ID.test(value)) return value;
+  if (typeof value === 'string' && REQUEST_ID.test(value) && !holdsSecret(value)) return value;
   let id = generated.get(req);
   if (id === undefined) {
     id = randomUUID();

@@ -2,28 +2,28 @@
  * The request line of the Express planes (fallback and admin), with pino-http (DESIGN §8): the
  * fields and names of the data plane's line where they apply (`createRequestLog`), so one query
  * reads both. What it leaves out is deliberate: no request headers at all (Authorization, Cookie,
- * and whatever a client invents), no `req.url` (redaction does not reach inside URLs, and the
- * query may hold `access_token`), no error objects (jose's carry the claims, ioredis's the command).
+ * and whatever a client invents), no `req.url` (redaction does not reach inside URLs: the query may
+ * hold `access_token`, and the path a token too; the path is logged word by word, `loggedPath`),
+ * no error objects (jose's carry the claims, ioredis's the command).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
 import { problemCodeOf } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
+import { loggedPath } from './logged-path.js';
 
 /** Express middleware: `app.use(httpLog)` before every route. */
 export type HttpLog = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
 
-const MAX_LOGGED_PATH = 256;
 const MESSAGE = 'request';
 
-/** The target up to its query (or fragment), bounded like the data plane's. */
+/** The target up to its query (or fragment), in the form that cannot carry a token (`loggedPath`). */
 function pathOf(req: IncomingMessage): string {
   // Express rewrites `req.url` under a mount point; `originalUrl` is what the client sent.
   const target = ('originalUrl' in req && typeof req.originalUrl === 'string' ? req.originalUrl : req.url) ?? '';
   const end = target.search(/[?#]/);
-  const path = end === -1 ? target : target.slice(0, end);
-  return path.length > MAX_LOGGED_PATH ? path.slice(0, MAX_LOGGED_PATH) : path;
+  return loggedPath(end === -1 ? target : target.slice(0, end));
 }
 
 interface HttpLogLine {

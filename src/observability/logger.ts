@@ -1,7 +1,8 @@
 /**
  * The process logger (pino) and the one request line per API request (DESIGN §8). The line holds
- * the path without its query (redaction does not reach inside URLs, NOTES.md) and never a token:
- * the redaction list covers every place a secret could sit in a logged object.
+ * the path in a form that cannot carry a token (`logged-path.ts`; redaction does not reach inside
+ * URLs) and never a token: the redaction list covers every place a secret could sit in a logged
+ * object.
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 
@@ -33,7 +34,7 @@ export function createLogger(level: LevelWithSilent, destination?: pino.Destinat
 export interface RequestLogFields {
   readonly requestId: string;
   readonly method: string;
-  /** Path only; the query never reaches the log. */
+  /** The path in its loggable form (`logged-path.ts`): never the query, never a token. */
   readonly path: string;
   readonly resource: string | undefined;
   readonly status: number;
@@ -48,15 +49,13 @@ export interface RequestLogFields {
 
 export type RequestLog = (fields: RequestLogFields) => void;
 
-const MAX_LOGGED_PATH = 256;
-
 export function createRequestLog(logger: Logger): RequestLog {
   if (!logger.isLevelEnabled('info')) return () => undefined;
   return (f) => {
     logger.info({
       req_id: f.requestId,
       method: f.method,
-      path: f.path.length > MAX_LOGGED_PATH ? f.path.slice(0, MAX_LOGGED_PATH) : f.path,
+      path: f.path,
       resource: f.resource,
       status: f.status,
       code: f.errorCode,

@@ -4,7 +4,7 @@
  */
 import { API_PREFIX, type ResourceDef } from '../catalog/resources.js';
 import type { ProxyError } from '../errors/proxy-error.js';
-import { InvalidRequestError, NotFoundError } from '../errors/proxy-error.js';
+import { InvalidBearerRequestError, InvalidRequestError, NotFoundError } from '../errors/proxy-error.js';
 import { type RawParam, canonicaliseListQuery, checkRecordQuery, hasAccessTokenParam, parseRawQuery } from './query.js';
 import { type Route, resolveRoute } from './route.js';
 import { classifyTarget } from './target.js';
@@ -56,7 +56,7 @@ export function canonicaliseTarget(url: string): CanonicalRead | ProxyError {
   if (target.kind === 'invalid') return new InvalidRequestError('The request target must be a path.');
   if (target.kind === 'other') return new NotFoundError();
   const params = parseRawQuery(target.rawQuery);
-  if (hasAccessTokenParam(params)) return new InvalidRequestError('Tokens are accepted only in the Authorization header.');
+  if (hasAccessTokenParam(params)) return new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.');
   const route = resolveRoute(target.path);
   if (route.kind === 'unknown' || route.kind === 'malformed') return new NotFoundError();
   return buildCanonicalRead(route, params);

@@ -6,7 +6,9 @@
  * and the proxy's own key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
  * JWT_AUDIENCE; the development secret when none is set).
  */
+import { parseArgs } from 'node:util';
 import type { KeySourceOptions } from '../auth/key-source.js';
+import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from '../cli/command-line.js';
 import { ConfigError, loadEnv } from '../config/load.js';
 import { DEV_SECRET, mintDevToken } from '../dev/dev-credentials.js';
 import { createSandbox } from './server.js';
@@ -18,7 +20,24 @@ function integerVar(name: string, fallback: number): number {
   return Number(text);
 }
 
+const SANDBOX_COMMAND: Command = {
+  name: 'slab-ops-proxy sandbox',
+  usage: [
+    'usage: node dist/sandbox/main.js [--help] [--version]      (npm run sandbox builds, then runs this)',
+    '',
+    'Runs the sandbox system of record (README, "The sandbox system of record"). It takes no',
+    'arguments; the environment sets everything:',
+    '  SANDBOX_PORT (8081), SANDBOX_HOST (127.0.0.1)   where it listens',
+    '  SANDBOX_RATE_LIMIT (1000)                       requests per second before its own 429; 0: off',
+    '  SANDBOX_CONTROL                                 1: the test-only control API under /__sandbox/',
+    '  SANDBOX_SEED (20261122)                         the data seed',
+    '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET, JWT_ALGORITHMS, JWT_ISSUER, JWT_AUDIENCE',
+    '                                                  token keys as the proxy reads them; none: the development secret',
+  ].join('\n'),
+};
+
 async function run(): Promise<void> {
+  parseCommandLine(SANDBOX_COMMAND, (args) => parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }));
   const env = loadEnv(process.env);
   const keys: KeySourceOptions = env.keySource === undefined ? { kind: 'secret', secret: DEV_SECRET } : { ...env.keySource, ...(env.jwtAlgorithms !== undefined && { algorithms: env.jwtAlgorithms }) };
   const port = integerVar('SANDBOX_PORT', 8081);
@@ -46,5 +65,5 @@ async function run(): Promise<void> {
 
 run().catch((error: unknown) => {
   process.stderr.write(`sandbox: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(2);
+  process.exit(USAGE_EXIT_CODE);
 });

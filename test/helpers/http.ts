@@ -20,6 +20,10 @@ export interface SendOptions {
   /** Header lines as pairs, sent in order; duplicates allowed. */
   readonly headers?: ReadonlyArray<readonly [string, string]>;
   readonly body?: string;
+  /** Leaves out the `Host` line `send` otherwise writes first. */
+  readonly omitHost?: boolean;
+  /** `HTTP/1.1` unless told. */
+  readonly httpVersion?: '1.0' | '1.1';
 }
 
 function parseResponse(raw: Buffer, method: string): RawResponse {
@@ -62,9 +66,9 @@ function dechunk(body: Buffer): Buffer {
 export function send(baseUrl: string, target: string, options: SendOptions = {}): Promise<RawResponse> {
   const url = new URL(baseUrl);
   const method = options.method ?? 'GET';
-  const headerLines = [`Host: ${url.host}`, ...(options.headers ?? []).map(([n, v]) => `${n}: ${v}`), 'Connection: close'];
+  const headerLines = [...(options.omitHost === true ? [] : [`Host: ${url.host}`]), ...(options.headers ?? []).map(([n, v]) => `${n}: ${v}`), 'Connection: close'];
   if (options.body !== undefined) headerLines.push(`Content-Length: ${Buffer.byteLength(options.body)}`);
-  const head = `${method} ${target} HTTP/1.1\r\n${headerLines.join('\r\n')}\r\n\r\n`;
+  const head = `${method} ${target} HTTP/${options.httpVersion ?? '1.1'}\r\n${headerLines.join('\r\n')}\r\n\r\n`;
   return new Promise((resolve, reject) => {
     const socket = connect(Number(url.port), url.hostname);
     const chunks: Buffer[] = [];

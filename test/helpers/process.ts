@@ -11,10 +11,11 @@ export interface RunningProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export function runNode(script: string, env: Record<string, string> = {}, args: readonly string[] = []): RunningProcess {
+export function runNode(script: string, env: Record<string, string> = {}, args: readonly string[] = [], options: { readonly cwd?: string } = {}): RunningProcess {
   const child = spawn(process.execPath, [script, ...args], {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(options.cwd !== undefined && { cwd: options.cwd }),
   });
   let out = '';
   let err = '';

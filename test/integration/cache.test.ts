@@ -84,9 +84,10 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     const hit = await getWithToken(proxy.url, target, bearer);
     expect(cacheStatus(hit)).toBe('slab-proxy; hit; ttl=7');
     expect(hit.body.equals(miss.body)).toBe(true);
+    // max-age is the freshness lifetime and Age the age: a client computes 10 − 3 = 7 s left.
     expect(hit.headers.age).toBe('3');
-    expect(hit.headers['cache-control']).toBe('private, max-age=7');
-    expect(hit.headers.vary).toBe('Authorization');
+    expect(hit.headers['cache-control']).toBe('private, max-age=10, s-maxage=10');
+    expect(hit.headers.vary).toBe('Accept-Encoding, Authorization');
     expect(hit.headers.etag).toBe(miss.headers.etag);
     expect(upstreamCount(target)).toBe(1);
     const direct = await getWithToken(sandbox.url, target, bearer);
@@ -183,7 +184,9 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
       expect(res.status).toBe(200);
       expect(res.body.equals(first.body)).toBe(true);
       expect(cacheStatus(res)).toBe('slab-proxy; hit; ttl=-5; detail=stale-while-revalidate');
-      expect(res.headers['cache-control']).toBe('private, max-age=0');
+      // Age 15 over a lifetime of 10: stale to every client, which must not reuse it as fresh.
+      expect(res.headers['cache-control']).toBe('private, max-age=10, s-maxage=10');
+      expect(res.headers.age).toBe('15');
     }
     expect(refreshes.length).toBe(1);
     await Promise.all(refreshes);

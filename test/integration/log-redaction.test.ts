@@ -112,6 +112,8 @@ interface Expected {
   readonly status: number;
   /** The problem code of the answer and its line; `null`: an answer that is not the proxy's problem. */
   readonly code: string | null;
+  /** The logged path, when it is not the target's path as sent. */
+  readonly path?: string;
 }
 
 /**
@@ -135,7 +137,7 @@ async function step(base: string, target: string, options: SendOptions, expected
   expect(line.status).toBe(expected.status);
   expect(line.code).toBe(expected.code ?? undefined);
   expect(line.method).toBe(options.method ?? 'GET');
-  expect(line.path).toBe(target.split('?')[0]);
+  expect(line.path).toBe(expected.path ?? target.split('?')[0]);
   expect(line.level).toBe(30);
   return { res, line };
 }
@@ -160,6 +162,10 @@ let main: ProxyHandle;
 let limited: ProxyHandle;
 /** `upstream.passthrough: true`. */
 let passthrough: ProxyHandle;
+/** An admin token that looks like an ordinary path word: only its registration keeps it out. */
+let wordy: ProxyHandle;
+const WORDY_ADMIN_TOKEN = 'letmein-opensesame';
+secrets.add(WORDY_ADMIN_TOKEN);
 
 beforeAll(async () => {
   [sandbox, redis] = await Promise.all([startSandbox(), startRedis()]);
@@ -174,6 +180,7 @@ beforeAll(async () => {
     startProxy({ ...common, config: { rateLimit: { perCredential: { points: 2, duration: 60 } } } }),
     startProxy({ ...common, config: { upstream: { passthrough: true } } }),
   ]);
+  wordy = await startProxy({ ...common, adminToken: WORDY_ADMIN_TOKEN });
 });
 
 afterEach(() => {
@@ -182,7 +189,7 @@ afterEach(() => {
 });
 
 afterAll(async () => {
-  await Promise.all([main?.close(), limited?.close(), passthrough?.close()]);
+  await Promise.all([main?.close(), limited?.close(), passthrough?.close(), wordy?.close()]);
   await sandbox?.close();
   await redis?.stop();
   // Shutdown logs (Redis disconnects) too.
@@ -275,7 +282,7 @@ describe('request logs never hold a token', () => {
     await step(main.url, `${P}/widgets?q=${jwt}`, { headers: [bearer(jwt)] }, { status: 404, code: 'not_found' });
     await step(main.url, `${P}/receipts/not-an-id`, { headers: [bearer(jwt)] }, { status: 404, code: 'not_found' });
     // The upstream's own 404 passes through as it was sent: a status, no code of the proxy's.
-    await step(main.url, `${P}/receipts/987654321987`, { headers: [bearer(jwt)] }, { status: 404, code: null });
+    await step(main.url, `${P}/receipts/987654321987`, { headers: [bearer(jwt)] }, { status: 404, code: null, path: `${P}/receipts/{id}` });
     await step(main.url, `${P}/receipts`, { method: 'DELETE', headers: [bearer(jwt)] }, { status: 405, code: 'method_not_allowed' });
   });
 
@@ -358,6 +365,58 @@ describe('request logs never hold a token', () => {
       await step(base, '/admin/nothing-here', { headers: [bearer(ADMIN_TOKEN)] }, { status: 404, code: 'not_found' });
       await step(base, '/healthz', { headers: [bearer(ADMIN_TOKEN)] }, { status: 200, code: null });
     });
+  });
+
+  describe('a token in the path (the path is logged word by word, README "Logs")', () => {
+    it('the data plane: where a record id goes, where the resource goes, past the id, split, escaped', async () => {
+      const jwt = await canary();
+      const [header, payload, signature] = jwt.split('.');
+      const headers = [bearer(jwt)];
+      await step(main.url, `${P}/receipts/${jwt}`, { headers }, { status: 404, code: 'not_found', path: `${P}/receipts/{redacted}` });
+      await step(main.url, `${P}/${jwt}`, { headers }, { status: 404, code: 'not_found', path: `${P}/{redacted}` });
+      await step(main.url, `${P}/${jwt}/receipts?per_page=2`, { headers }, { status: 404, code: 'not_found', path: `${P}/{redacted}/receipts` });
+      await step(main.url, `${P}/receipts/7/${jwt}`, { headers }, { status: 404, code: 'not_found', path: `${P}/receipts/{redacted}/{redacted}` });
+      await step(main.url, `${P}/receipts/${header}/${payload}/${signature}`, { headers }, { status: 404, code: 'not_found', path: `${P}/receipts/{redacted}/{redacted}/{redacted}` });
+      await step(main.url, `${P}/receipts/%65${jwt.slice(1)}`, { headers }, { status: 404, code: 'not_found', path: `${P}/receipts/{redacted}` });
+      await step(main.url, `${P}/receipts/${jwt}`, { method: 'HEAD', headers }, { status: 404, code: 'not_found', path: `${P}/receipts/{redacted}` });
+      // No credentials at all: the 401 comes first, and its line is as careful.
+      await step(main.url, `${P}/receipts/${jwt}`, {}, { status: 401, code: 'unauthenticated', path: `${P}/receipts/{redacted}` });
+    });
+
+    it('the fallback and the pass-through', async () => {
+      const jwt = await canary();
+      await step(main.url, `/${jwt}`, { headers: [bearer(jwt)] }, { status: 404, code: 'not_found', path: '/{redacted}' });
+      await step(main.url, `/elsewhere/${jwt}/x`, {}, { status: 404, code: 'not_found', path: '/elsewhere/{redacted}/x' });
+      await step(passthrough.url, `${P}/${jwt}`, { headers: [bearer(jwt)] }, { status: 404, code: null, path: `${P}/{redacted}` });
+      await step(passthrough.url, `/elsewhere/${jwt}`, { method: 'POST', headers: [bearer(jwt)], body: '{}' }, { status: 404, code: null, path: '/elsewhere/{redacted}' });
+    });
+
+    it('the admin port: a JWT and the admin token in its paths', async () => {
+      const jwt = await canary();
+      const base = main.adminUrl ?? '';
+      await step(base, `/admin/${jwt}`, { headers: [bearer(ADMIN_TOKEN)] }, { status: 404, code: 'not_found', path: '/admin/{redacted}' });
+      await step(base, `/admin/${ADMIN_TOKEN}`, {}, { status: 401, code: 'unauthenticated', path: '/admin/{redacted}' });
+      await step(base, `/${ADMIN_TOKEN}`, {}, { status: 404, code: 'not_found', path: '/{redacted}' });
+    });
+
+    it('an admin token that looks like a word is still never logged, in a path or as a request id', async () => {
+      const base = wordy.adminUrl ?? '';
+      await step(base, `/admin/${WORDY_ADMIN_TOKEN}`, {}, { status: 401, code: 'unauthenticated', path: '/admin/{redacted}' });
+      await step(wordy.url, `${P}/${WORDY_ADMIN_TOKEN}`, { headers: [bearer(await canary())] }, { status: 404, code: 'not_found', path: `${P}/{redacted}` });
+      // The admin API's answers carry no X-Request-Id: the line is the last one for its path.
+      const res = await send(base, '/admin/config', { headers: [bearer(WORDY_ADMIN_TOKEN), ['X-Request-Id', WORDY_ADMIN_TOKEN]] });
+      expect(res.status).toBe(200);
+      const line = logLines().filter((logged) => logged.path === '/admin/config' && 'status' in logged).at(-1);
+      expect(line?.req_id).toMatch(/^[0-9a-f-]{36}$/);
+    });
+  });
+
+  it('a token short enough to pass for a request id is not taken as one', async () => {
+    const short = remember(await new SignJWT({ company_id: 1 }).setProtectedHeader({ alg: 'HS256' }).sign(DEV_KEY));
+    expect(short.length).toBeLessThanOrEqual(128);
+    const { res, line } = await step(main.url, `${P}/receipts?per_page=2`, { headers: [bearer(await canary()), ['X-Request-Id', short]] }, { status: 200, code: null });
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(line.req_id).toBe(res.headers['x-request-id']);
   });
 
   it('the capture saw every request line (so the absence of secrets means something)', () => {

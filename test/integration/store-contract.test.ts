@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cacheAddress, type CacheAddress } from '../../src/cache/cache-key.js';
-import type { CacheEntry } from '../../src/cache/entry.js';
+import { type CacheEntry, brotliBody } from '../../src/cache/entry.js';
 import { createMemoryStore } from '../../src/cache/memory-store.js';
 import { RedisHealth, createRedisClient, type RedisClient } from '../../src/cache/redis-connection.js';
 import { createRedisStore } from '../../src/cache/redis-store.js';
@@ -41,6 +41,8 @@ function entry(generation: string, body: string, keepForMs = 60_000, at = Date.n
     contentType: 'application/json',
     etag: '"abc"',
     body: Buffer.from(body),
+    // As the fill makes it: the brotli form beside the body, which both stores give back.
+    brotli: brotliBody(Buffer.from(body), '"abc"'),
     storedAt: at,
     freshUntil: at + 1_000,
     keepUntil: at + keepForMs,

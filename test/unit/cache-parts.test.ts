@@ -1,8 +1,8 @@
 /** The cache's pure parts: entry format, L1, policies, Cache-Status, If-None-Match. */
-import { brotliCompressSync } from 'node:zlib';
+import { brotliCompressSync, brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { formatCacheStatus } from '../../src/cache/cache-status.js';
-import { type CacheEntry, ENTRY_FORMAT_VERSION, decodeEntry, encodeEntry, strongEtag } from '../../src/cache/entry.js';
+import { type CacheEntry, ENTRY_FORMAT_VERSION, brotliBody, decodeEntry, encodeEntry, gzipBody, strongEtag } from '../../src/cache/entry.js';
 import { L1Cache } from '../../src/cache/l1.js';
 import { createMemoryStore } from '../../src/cache/memory-store.js';
 import { CachePolicies, type PolicyOverrides } from '../../src/cache/policy.js';
@@ -17,7 +17,29 @@ function entry(body: Buffer, generation = 'g1'): CacheEntry {
 
 describe('entry format', () => {
   it('round-trips small and large bodies', () => {
-    for (const body of [Buffer.from('{}'), PAGE, Buffer.alloc(0)]) expect(decodeEntry(encodeEntry(entry(body)))).toEqual(entry(body));
+    for (const body of [Buffer.from('{}'), PAGE, Buffer.alloc(0)]) {
+      const { brotli, ...decoded } = decodeEntry(encodeEntry(entry(body))) ?? {};
+      expect(decoded).toEqual(entry(body));
+      // The stored bytes are the brotli representation, kept beside the body with its own validator.
+      expect(brotli === undefined ? undefined : brotliDecompressSync(brotli.body).equals(body)).toBe(body === PAGE ? true : undefined);
+    }
+  });
+
+  it('keeps the brotli body it was made with, decodes it back as the br representation with its own ETag', () => {
+    const made = { ...entry(PAGE), brotli: brotliBody(PAGE, strongEtag(PAGE)) };
+    expect(made.brotli?.etag).toBe(`${strongEtag(PAGE).slice(0, -1)}.br"`);
+    const stored = encodeEntry(made);
+    expect(stored.subarray(stored.length - (made.brotli?.body.length ?? 0)).equals(made.brotli?.body ?? Buffer.alloc(0))).toBe(true);
+    expect(decodeEntry(stored)?.brotli).toEqual(made.brotli);
+    // An entry whose body does not compress carries none and is stored as it is.
+    expect(brotliBody(Buffer.from('{}'), '"x"')).toBeUndefined();
+  });
+
+  it('makes a gzip body once per identity body', () => {
+    const first = gzipBody(PAGE, strongEtag(PAGE));
+    expect(gunzipSync(first.body).equals(PAGE)).toBe(true);
+    expect(first.etag).toBe(`${strongEtag(PAGE).slice(0, -1)}.gzip"`);
+    expect(gzipBody(PAGE, strongEtag(PAGE))).toBe(first);
   });
 
   it('compresses a page to well under 0.4 of its raw size', () => {

@@ -1,8 +1,9 @@
 /** The config file and environment: defaults, merging, and start-stopping errors that name the key. */
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, ENV_VARIABLES, SHUTDOWN_MARGIN_SECONDS, loadEnv, parseConfigText, shutdownPlan } from '../../src/config/load.js';
+import { ConfigError, DEFAULT_CONFIG_FILE, ENV_VARIABLES, SHUTDOWN_MARGIN_SECONDS, loadEnv, parseConfigText, shutdownPlan } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 
 function configErrorKey(run: () => unknown): string {
@@ -58,7 +59,9 @@ describe('config file', () => {
 describe('environment', () => {
   it('has the documented defaults', () => {
     const env = loadEnv({});
-    expect(env).toMatchObject({ port: 8080, host: '0.0.0.0', adminPort: 9090, configFile: 'config/default.yaml', logLevel: 'info' });
+    expect(env).toMatchObject({ port: 8080, host: '0.0.0.0', adminPort: 9090, configFile: DEFAULT_CONFIG_FILE, logLevel: 'info' });
+    // The package's own file, found from the code's location rather than the working directory.
+    expect(DEFAULT_CONFIG_FILE).toBe(resolve('config/default.yaml'));
     expect(env.upstreamUrl).toBeUndefined();
     expect(env.keySource).toBeUndefined();
     expect(env).toMatchObject({ drainSeconds: 10, shutdownDelaySeconds: 0 });
