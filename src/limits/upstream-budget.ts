@@ -114,6 +114,9 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
   const localLimiter = new Bottleneck(storeSettings(share(current)));
   const local = new SlotQueue({ limiter: localLimiter, maxPending: maxPending(share(current)), expirationMs });
   const redis = options.redis;
+  /** The limiter's id (a hash tag: one cluster slot), and a key in that slot for the breaker. */
+  const budgetId = `{${redis?.prefix ?? ''}:budget}`;
+  const budgetKey = `b_${budgetId}_settings`;
 
   /**
    * Closes a clustered limiter through its connection: `limiter.disconnect()` on a connection
@@ -164,7 +167,7 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     const limiter = new Bottleneck({
       ...storeSettings(current),
       // Not the `-upstream` id of earlier versions: its stored settings expired keys in whole ms.
-      id: `{${redis.prefix}:budget}`,
+      id: budgetId,
       datastore: 'ioredis',
       clearDatastore: false,
       connection,
@@ -224,7 +227,9 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     async run(job, maxWaitMs) {
       const deadline = Date.now() + maxWaitMs;
       const target = clustered;
-      if (target !== undefined && target.health.usable() && redis?.sharedHealth.usable() === true) {
+      // The cache's breaker is read for the node that holds the budget's keys: that node failing a
+      // lookup is reason enough to keep to the local share at once.
+      if (target !== undefined && target.health.usable() && redis?.sharedHealth.usable(budgetKey) === true) {
         const acquired = await target.queue.acquire(maxWaitMs);
         if (acquired.kind === 'slot') return hold(acquired.slot, job, true);
         if (acquired.kind === 'timeout') return REFUSED;

@@ -1,7 +1,8 @@
 /**
  * No Docker engine runs on the project's machines, so docker-compose.yml is checked for what can
- * be checked: it parses; it runs the topology of DESIGN §10 (redis, the sandbox, three proxy
- * replicas, a load balancer, the load generator under a profile); its build targets are stages of
+ * be checked: it parses; it runs the topology (redis, a persistent redis for the operator state,
+ * the sandbox, three proxy replicas, a load balancer, the load generator under a profile, a Redis
+ * Cluster under another, with its env file); its build targets are stages of
  * the Dockerfile; its commands are files the build produces; the variables it sets are ones the
  * code reads; the balancer and the load generator name every replica on the ports the proxy
  * listens on; and it matches `npm run loadtest` (bench/loadtest.ts): the same config file,
@@ -11,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { LOADTEST_CONFIG_FILE, LOADTEST_REPLICAS, LOADTEST_SECRET } from '../../bench/loadtest.js';
-import { loadConfigFile } from '../../src/config/load.js';
+import { loadConfigFile, loadEnv } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 
 interface Service {
@@ -20,7 +21,7 @@ interface Service {
   readonly command?: readonly string[];
   readonly environment?: Record<string, string>;
   readonly profiles?: readonly string[];
-  readonly depends_on?: Record<string, { condition: string }>;
+  readonly depends_on?: Record<string, { condition: string; required?: boolean }>;
   readonly volumes?: readonly string[];
   readonly ports?: readonly string[];
 }
@@ -29,16 +30,59 @@ const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as { services:
 const services = compose.services;
 const stages = [...readFileSync('Dockerfile', 'utf8').matchAll(/^FROM \S+ AS (\S+)$/gm)].map((m) => m[1]);
 const proxies = Object.keys(services).filter((name) => /^proxy\d+$/.test(name));
-/** `${NAME:-default}` → default. */
-const defaulted = (value: string | undefined): string => value?.replace(/^\$\{[A-Z_]+:-(.*)\}$/, '$1') ?? '';
+/** `${NAME:-default}` or `${NAME-default}` → default. */
+const defaulted = (value: string | undefined): string => value?.replace(/^\$\{[A-Z_]+:?-(.*)\}$/, '$1') ?? '';
+/** The cluster profile's env file, as compose reads it. */
+const clusterEnv = Object.fromEntries(
+  readFileSync('deploy/compose/cluster.env', 'utf8')
+    .split('\n')
+    .filter((line) => /^[A-Z_]+=/.test(line))
+    .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+);
+const clusterNodes = Object.keys(services).filter((name) => /^redis-node-\d+$/.test(name));
 /** Where the code reads its environment. */
 const codeReadingEnv = ['src/config/load.ts', 'src/sandbox/main.ts', 'bench/loadgen.ts'].map((f) => readFileSync(f, 'utf8')).join('\n');
 
 describe('docker-compose.yml', () => {
-  it('runs the whole topology, the load generator under the `load` profile', () => {
-    expect(Object.keys(services).sort()).toEqual(['lb', 'loadgen', 'proxy1', 'proxy2', 'proxy3', 'redis', 'sandbox']);
+  it('runs the whole topology, the load generator under the `load` profile, a Redis Cluster under `cluster`', () => {
+    expect(Object.keys(services).sort()).toEqual(
+      ['lb', 'loadgen', 'proxy1', 'proxy2', 'proxy3', 'redis', 'redis-cluster-init', 'redis-control', 'sandbox', ...clusterNodes].sort(),
+    );
+    expect(clusterNodes).toHaveLength(6);
     expect(services.loadgen?.profiles).toEqual(['load']);
-    for (const name of ['redis', 'sandbox', 'lb', ...proxies]) expect(services[name]?.profiles).toBeUndefined();
+    for (const name of ['redis-cluster-init', ...clusterNodes]) expect(services[name]?.profiles).toEqual(['cluster']);
+    for (const name of ['redis', 'redis-control', 'sandbox', 'lb', ...proxies]) expect(services[name]?.profiles).toBeUndefined();
+  });
+
+  it('keeps the operator state in a Redis that persists every write and never evicts', () => {
+    const command = services['redis-control']?.command ?? [];
+    expect(command[command.indexOf('--appendonly') + 1]).toBe('yes');
+    expect(command[command.indexOf('--appendfsync') + 1]).toBe('always');
+    expect(command[command.indexOf('--maxmemory-policy') + 1]).toBe('noeviction');
+    expect(services['redis-control']?.volumes?.[0]).toMatch(/^control-data:\/data$/);
+    for (const name of proxies) expect(services[name]?.environment?.CONTROL_REDIS_URL).toBe('redis://redis-control:6379');
+  });
+
+  it('points the replicas at the cluster with its env file, and forms the cluster before they start', () => {
+    expect(clusterEnv.REDIS_URL).toBe('');
+    expect(clusterEnv.REDIS_CLUSTER_NODES?.split(',')).toEqual(clusterNodes.map((name) => `${name}:6379`));
+    // The start reads them exactly as compose hands them over.
+    const env = loadEnv({ ...clusterEnv, CONTROL_REDIS_URL: 'redis://redis-control:6379' });
+    expect(env.redisUrl).toBeUndefined();
+    expect(env.redisClusterNodes).toHaveLength(6);
+    for (const name of proxies) {
+      expect(services[name]?.environment?.REDIS_CLUSTER_NODES).toBe('${REDIS_CLUSTER_NODES:-}');
+      expect(services[name]?.depends_on?.['redis-cluster-init']).toEqual({ condition: 'service_completed_successfully', required: false });
+    }
+    for (const name of clusterNodes) {
+      const command = services[name]?.command ?? [];
+      expect(command[command.indexOf('--cluster-enabled') + 1]).toBe('yes');
+      expect(command[command.indexOf('--cluster-require-full-coverage') + 1]).toBe('no');
+    }
+    const init = (services['redis-cluster-init']?.command ?? []).join(' ');
+    expect(init).toContain('--cluster-replicas 1');
+    for (const name of clusterNodes) expect(Object.keys(services['redis-cluster-init']?.depends_on ?? {})).toContain(name);
+    expect(init).toContain('redis-node-$$n');
   });
 
   it('builds Dockerfile stages and runs files the build produces', () => {
@@ -83,7 +127,7 @@ describe('docker-compose.yml', () => {
       const env = services[name]?.environment ?? {};
       expect(env.CONFIG_FILE).toBe(LOADTEST_CONFIG_FILE);
       expect(env.UPSTREAM_URL).toBe('http://sandbox:8081');
-      expect(env.REDIS_URL).toBe('redis://redis:6379');
+      expect(defaulted(env.REDIS_URL)).toBe('redis://redis:6379');
       expect(defaulted(env.JWT_SECRET)).toBe(LOADTEST_SECRET);
     }
     expect(defaulted(services.sandbox?.environment?.JWT_SECRET)).toBe(LOADTEST_SECRET);
