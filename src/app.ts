@@ -9,21 +9,21 @@ import { type AccessLists, accessListsOver } from './auth/access-lists.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import type { KeySourceOptions } from './auth/key-source.js';
 import { createTokenVerifier, tokenDigest } from './auth/verify-token.js';
-import { type Phase, createAdminApp } from './admin/admin-app.js';
+import { type Phase, createAdminApp } from './planes/admin-app.js';
 import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from './cache/coordinator.js';
 import { L1Cache } from './cache/l1.js';
 import { createMemoryStore } from './cache/memory-store.js';
 import { CachePolicies } from './cache/policy.js';
 import { type ReadService, createReadService } from './cache/read-service.js';
-import { type RedisClient, RedisHealth, createRedisClient, readyWithin } from './cache/redis-connection.js';
+import { type RedisClient, RedisHealth, createRedisClient, readyWithin } from './platform/redis.js';
 import { createRedisStore } from './cache/redis-store.js';
 import { type PurgeBus, createLocalPurgeBus, createRedisPurgeBus } from './cache/purge-bus.js';
 import { type OperatorControl, createOperatorControl } from './control/operator-control.js';
 import type { CacheStore } from './cache/store.js';
 import type { FileConfig } from './config/schema.js';
 import { ShuttingDownError } from './errors/proxy-error.js';
-import { createDataPlane } from './http/data-plane.js';
-import { createFallbackApp } from './http/fallback-app.js';
+import { createDataPlane } from './planes/data/data-plane.js';
+import { createFallbackApp } from './planes/fallback-app.js';
 import { createHttpServer } from './http/server.js';
 import { closeServer, listenOn } from './http/listen.js';
 import { writeProblem } from './http/problem.js';
@@ -32,14 +32,14 @@ import { CircuitBreaker } from './limits/circuit-breaker.js';
 import { createInboundLimiter } from './limits/inbound.js';
 import { createUpstreamBudget } from './limits/upstream-budget.js';
 import { createUpstreamPause } from './limits/upstream-pause.js';
-import { createHttpLog } from './observability/http-log.js';
+import { createHttpLog } from './http/http-log.js';
 import { createRequestLog } from './observability/logger.js';
 import { type CacheFootprint, type Metrics, createMetrics } from './observability/metrics.js';
-import { watchRedisDowntime } from './observability/redis-downtime.js';
+import { watchRedisDowntime } from './platform/redis-downtime.js';
 import { registerSecret } from './observability/secrets.js';
 import { createUpstreamClient } from './upstream/client.js';
-import { createReadFetcher } from './upstream/fetch-read.js';
-import { guardFetcher } from './upstream/guarded-fetch.js';
+import { createUpstreamOrigin } from './upstream/fetch-read.js';
+import { guardOrigin } from './upstream/guarded-fetch.js';
 import { type Passthrough, createPassthrough } from './upstream/passthrough.js';
 
 export interface RedisSettings {
@@ -303,7 +303,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     coordinator: cache.coordinator,
     policies,
     keyPrefix: config.cache.keyPrefix,
-    fetch: guardFetcher(createReadFetcher(upstream), {
+    fetch: guardOrigin(createUpstreamOrigin(upstream), {
       // An upstream 401 for a token the proxy accepted revokes it in the proxy too (DESIGN §5).
       onUpstreamUnauthorized: ({ principal, token }) => {
         const revoked =

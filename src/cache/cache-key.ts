@@ -18,7 +18,7 @@
  */
 import type { Principal } from '../auth/principal.js';
 import type { ResourceName } from '../catalog/resources.js';
-import type { Partition } from '../config/schema.js';
+import type { Partition } from './policy.js';
 import type { CanonicalRead } from '../request/canonical-read.js';
 
 export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;

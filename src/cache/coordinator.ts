@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CacheAddress } from './cache-key.js';
-import type { RedisClient, RedisHealth } from './redis-connection.js';
+import type { RedisClient, RedisHealth } from '../platform/redis.js';
 
 export type LeaseOutcome = 'acquired' | 'held' | 'unavailable';
 

@@ -5,7 +5,25 @@
  * to the next request: the owner calls `refresh` when the overrides change.
  */
 import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
-import type { CachePolicy, FileConfig, Partition } from '../config/schema.js';
+
+/** Who shares an entry (README, "The cache"): a company, an employee of it, or one credential. */
+export const PARTITIONS = ['company', 'employee', 'credential'] as const;
+export type Partition = (typeof PARTITIONS)[number];
+
+/** A resource's cache policy, whole seconds (the config file's `cache.defaults`). */
+export interface CachePolicy {
+  readonly ttl: number;
+  readonly staleWhileRevalidate: number;
+  readonly staleIfError: number;
+  readonly notFoundTtl: number;
+}
+
+/** The cache settings the policies are made of (the config file's `cache`, as far as they go). */
+export interface CacheSettings {
+  readonly partition: Partition;
+  readonly defaults: CachePolicy;
+  readonly resources: Partial<Record<ResourceName, (Partial<CachePolicy> & { readonly partition?: Partition | undefined }) | undefined>>;
+}
 
 export interface EffectivePolicy extends CachePolicy {
   readonly partition: Partition;
@@ -14,11 +32,11 @@ export interface EffectivePolicy extends CachePolicy {
 export type PolicyOverrides = Partial<Record<ResourceName, Partial<CachePolicy>>>;
 
 export class CachePolicies {
-  #config: FileConfig['cache'];
+  #config: CacheSettings;
   readonly #overrides: () => PolicyOverrides;
   #effective = new Map<ResourceName, EffectivePolicy>();
 
-  constructor(config: FileConfig['cache'], overrides: () => PolicyOverrides = () => ({})) {
+  constructor(config: CacheSettings, overrides: () => PolicyOverrides = () => ({})) {
     this.#config = config;
     this.#overrides = overrides;
     this.#rebuild();
@@ -36,7 +54,7 @@ export class CachePolicies {
   }
 
   /** A reloaded config file keeps the run-time overrides. */
-  setConfig(config: FileConfig['cache']): void {
+  setConfig(config: CacheSettings): void {
     this.#config = config;
     this.#rebuild();
   }

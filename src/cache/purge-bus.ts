@@ -5,7 +5,7 @@
  * them (as Kong's proxy-cache does): nobody else fans them out.
  */
 import { isResourceName, type ResourceName } from '../catalog/resources.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from '../platform/redis.js';
 
 export type PurgeListener = (company: string, resource: ResourceName | undefined) => void;
 

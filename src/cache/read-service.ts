@@ -12,12 +12,11 @@
  *           failure (refused, deadline, 5xx, bad) → shared; each serves stale within staleIfError
  *           401 / 403 / 429 / other 4xx           → the leader's alone; each waiter fetches itself
  */
-import type { Principal } from '../auth/principal.js';
 import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
 import type { ProxyError } from '../errors/proxy-error.js';
-import type { CanonicalRead } from '../request/canonical-read.js';
-import type { UpstreamAnswer } from '../upstream/client.js';
-import type { FetchOutcome, ReadFetcher } from '../upstream/fetch-read.js';
+import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
+
+export type { ReadRequest };
 import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
 import { type CacheResult, type CacheStatus, cacheResultOf, formatCacheStatus } from './cache-status.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -27,14 +26,6 @@ import type { L1Cache } from './l1.js';
 import { type PurgeBus, createLocalPurgeBus } from './purge-bus.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
 import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
-
-export interface ReadRequest {
-  readonly read: CanonicalRead;
-  readonly principal: Principal;
-  /** The bearer token, to forward on a miss; never keyed, never stored, never logged. */
-  readonly token: string;
-  readonly requestId: string;
-}
 
 /** What the client is sent, before the headers every read gets. */
 export interface ReadOutcome {
@@ -79,9 +70,9 @@ export interface ReadService {
 /** The result of one fill, as every request waiting on it sees it. */
 type Fill =
   | { readonly kind: 'entry'; readonly entry: CacheEntry; readonly stored: boolean; readonly upstreamMs: number | undefined; readonly collapsed: boolean }
-  | { readonly kind: 'failure'; readonly outcome: Extract<FetchOutcome, { kind: 'failure' }> }
+  | { readonly kind: 'failure'; readonly outcome: OriginFailure }
   /** 401/403/429/other 4xx: for the request whose token it was. */
-  | { readonly kind: 'private'; readonly answer: UpstreamAnswer }
+  | { readonly kind: 'private'; readonly answer: OriginAnswer }
   /** A background refresh that another replica is already doing. */
   | { readonly kind: 'skipped' };
 
@@ -92,7 +83,7 @@ export interface ReadServiceOptions {
   readonly coordinator: FillCoordinator;
   readonly policies: CachePolicies;
   readonly keyPrefix: string;
-  readonly fetch: ReadFetcher;
+  readonly fetch: Origin;
   /** How long a replica waits for another replica's fill before fetching itself, ms. */
   readonly coalesceWaitMs: number;
   readonly now?: () => number;
@@ -162,7 +153,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     };
   }
 
-  function fromAnswer(answer: UpstreamAnswer): ReadOutcome {
+  function fromAnswer(answer: OriginAnswer): ReadOutcome {
     return {
       status: answer.status,
       body: answer.body,
@@ -186,7 +177,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   }
 
   /** The entry for a cacheable answer (a well-formed 200, or the 404 of a single record). */
-  function entryFor(answer: UpstreamAnswer, policy: EffectivePolicy, generation: string): CacheEntry {
+  function entryFor(answer: OriginAnswer, policy: EffectivePolicy, generation: string): CacheEntry {
     const ttl = answer.status === 200 ? policy.ttl : policy.notFoundTtl;
     const storedAt = now();
     const freshUntil = storedAt + ttl * 1000;
@@ -341,9 +332,9 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       }
 
       /** A failure, or a 429 (DESIGN §7), is answered with the stale copy while staleIfError allows. */
-      const failed = (failure: Extract<FetchOutcome, { kind: 'failure' }>): ReadOutcome | ProxyError =>
+      const failed = (failure: OriginFailure): ReadOutcome | ProxyError =>
         staleIfError(current, policy, failure.fwdStatus, failure.upstreamMs) ?? failure.error;
-      const passOn = (answer: UpstreamAnswer): ReadOutcome =>
+      const passOn = (answer: OriginAnswer): ReadOutcome =>
         (answer.status === 429 ? staleIfError(current, policy, 429, answer.elapsedMs) : undefined) ?? fromAnswer(answer);
 
       for (let attempt = 0; ; attempt++) {

@@ -6,7 +6,7 @@
 import type { CacheGroup } from './cache-key.js';
 import { generationKey } from './cache-key.js';
 import { decodeEntry, encodeEntry } from './entry.js';
-import type { RedisClient, RedisHealth } from './redis-connection.js';
+import type { RedisClient, RedisHealth } from '../platform/redis.js';
 import { type CacheStore, type StoreLookup, newGeneration } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };

@@ -5,7 +5,7 @@
  * with exit code 0, before anything starts; an unknown option or a stray argument prints the
  * problem and the usage to stderr, exit code 2.
  */
-import { packageVersion } from '../package.js';
+import { PACKAGE_VERSION } from '../platform/package.js';
 
 export interface Command {
   /** As `--version` prints it, e.g. `slab-ops-proxy token`. */
@@ -49,7 +49,7 @@ export function parseCommandLine<Parsed extends StandardValues>(command: Command
     process.exit(0);
   }
   if (parsed.values.version === true) {
-    process.stdout.write(`${command.name} ${packageVersion()}\n`);
+    process.stdout.write(`${command.name} ${PACKAGE_VERSION}\n`);
     process.exit(0);
   }
   return parsed;

@@ -5,9 +5,9 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { renderReadme } from '../catalog/docs.js';
-import { OPENAPI_FILE, renderOpenApi } from '../catalog/openapi.js';
-import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../config/json-schema.js';
+import { renderReadme } from '../docs/readme-tables.js';
+import { OPENAPI_FILE, renderOpenApi } from '../docs/openapi.js';
+import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../docs/config-schema.js';
 
 function refresh(file: string, render: (current: string) => string): void {
   let current = '';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { LevelWithSilent } from 'pino';
-import { packageFile } from '../package.js';
+import { packageFile } from '../platform/package.js';
 import { LOG_LEVELS } from '../observability/logger.js';
 import { BUILT_IN_CONFIG, type FileConfig, configSchema } from './schema.js';
 

@@ -6,14 +6,13 @@
 import { z } from 'zod';
 import { DEFAULT_CLAIM_NAMES } from '../auth/claims.js';
 import { KEY_PREFIX_PATTERN } from '../cache/cache-key.js';
+import { PARTITIONS } from '../cache/policy.js';
 import { RESOURCE_NAMES } from '../catalog/resources.js';
 
 /** Durations are whole seconds; a year is the longest any of them makes sense. */
 const seconds = z.number().int().min(0).max(31_536_000);
 const positiveSeconds = z.number().positive().max(3600);
 
-export const PARTITIONS = ['company', 'employee', 'credential'] as const;
-export type Partition = (typeof PARTITIONS)[number];
 
 const cachePolicy = z.strictObject({
   ttl: seconds,
@@ -107,7 +106,6 @@ export const configSchema = z.strictObject({
 });
 
 export type FileConfig = z.infer<typeof configSchema>;
-export type CachePolicy = z.infer<typeof cachePolicy>;
 
 /** The built-in defaults: what `config/default.yaml` shows. */
 export const BUILT_IN_CONFIG: FileConfig = {

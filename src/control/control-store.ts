@@ -13,7 +13,7 @@
  *
  * Stamps and expiry are read from Redis's clock (`TIME`), so replicas with skewed clocks agree.
  */
-import type { RedisClient } from '../cache/redis-connection.js';
+import type { RedisClient } from '../platform/redis.js';
 import { type EntryKind, type StateEntry, TOMBSTONE_RETENTION_MS, decodeEntry, encodeEntry, fieldOf, ttlOverrideSchema } from './operator-state.js';
 
 /** Entries per write-back script call. */

@@ -18,7 +18,7 @@
  * how to keep it (a persistent Redis for operator state).
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../cache/redis-connection.js';
+import type { RedisClient } from '../platform/redis.js';
 import type { ResourceName } from '../catalog/resources.js';
 import { type ControlStore, type StateMeta, createControlStore } from './control-store.js';
 import {

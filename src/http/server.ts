@@ -4,7 +4,7 @@
  * Node would answer bare or not at all (`socket-answers.ts`). Each answer is logged.
  */
 import { type RequestListener, type Server, type ServerOptions, createServer } from 'node:http';
-import type { HttpLog } from '../observability/http-log.js';
+import type { HttpLog } from './http-log.js';
 import type { RequestLog } from '../observability/logger.js';
 import { hostHeaderProblem } from './host-header.js';
 import { writeProblem } from './problem.js';

@@ -12,7 +12,7 @@
  */
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Principal } from '../auth/principal.js';
-import type { RedisClient, RedisHealth } from '../cache/redis-connection.js';
+import type { RedisClient, RedisHealth } from '../platform/redis.js';
 import { LocalWindowLimiter } from './local-window.js';
 
 export type PolicyName = 'credential' | 'company';

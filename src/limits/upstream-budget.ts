@@ -18,7 +18,7 @@
  */
 import Bottleneck from 'bottleneck';
 import { Cluster, Redis } from 'ioredis';
-import { FAIL_FAST_CLUSTER_OPTIONS, RedisHealth, clusterNodes } from '../cache/redis-connection.js';
+import { FAIL_FAST_CLUSTER_OPTIONS, RedisHealth, clusterNodes } from '../platform/redis.js';
 import { type Slot, SlotQueue } from './slot-queue.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };

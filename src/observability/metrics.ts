@@ -14,9 +14,14 @@
  * ~70 µs in all). Everything off the hit path uses prom-client directly.
  */
 import { Counter, Gauge, Histogram, type MetricType, Registry, collectDefaultMetrics } from 'prom-client';
-import type { CacheResult } from '../cache/cache-status.js';
-import { PACKAGE_VERSION } from '../build-info.js';
+import { PACKAGE_VERSION } from '../platform/package.js';
 import { RESOURCE_NAMES, isResourceName } from '../catalog/resources.js';
+
+/**
+ * The `cache` label: what the cache did for a request (the cache's `CacheResult`, named here so that
+ * this module, below the cache, depends on no domain); absent: not a read.
+ */
+export type CacheLabel = 'hit' | 'stale' | 'miss' | 'collapsed' | 'bypass';
 
 export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
@@ -29,7 +34,7 @@ export type UpstreamRefusal = 'budget' | 'breaker' | 'paused';
 
 export interface Metrics {
   /** One per request the proxy answered on its API port. */
-  request(resource: string | undefined, status: number, cache: CacheResult | undefined, seconds: number): void;
+  request(resource: string | undefined, status: number, cache: CacheLabel | undefined, seconds: number): void;
   /** One per upstream exchange: its status, or `error` (refused, reset, deadline, bad answer). */
   upstream(resource: string, status: number | 'error', seconds: number): void;
   upstreamRefused(reason: UpstreamRefusal): void;

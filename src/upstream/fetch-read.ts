@@ -1,7 +1,6 @@
 /**
- * One canonical read sent to the upstream, and what its answer means (DESIGN §4): an answer to
- * pass on (a well-formed 200, or a 4xx as the upstream sent it), or a failure the proxy turns into
- * 502/503/504 unless a stale copy may be served instead.
+ * One canonical read sent to the upstream, and what its answer means: the cache's origin port
+ * (`src/cache/origin.ts`), implemented over the undici client.
  */
 import {
   BadGatewayError,
@@ -9,32 +8,9 @@ import {
   UpstreamTimeoutError,
   UpstreamUnavailableError,
 } from '../errors/proxy-error.js';
-import type { Principal } from '../auth/principal.js';
-import type { CanonicalRead } from '../request/canonical-read.js';
+import type { Origin } from '../cache/origin.js';
 import { judgeAnswer } from './answer.js';
 import { type UpstreamAnswer, type UpstreamClient, UpstreamFailure } from './client.js';
-
-export type FetchOutcome =
-  | { readonly kind: 'answer'; readonly answer: UpstreamAnswer }
-  | {
-      readonly kind: 'failure';
-      readonly error: ProxyError;
-      /** For `Cache-Status: fwd-status`: the upstream's 5xx, else the status the proxy answers. */
-      readonly fwdStatus: number;
-      /** The status the upstream answered with, when it answered at all. */
-      readonly upstreamStatus?: number;
-      readonly upstreamMs: number;
-    };
-
-export interface FetchRequest {
-  readonly read: CanonicalRead;
-  readonly principal: Principal;
-  /** The bearer token, forwarded; never keyed, never stored, never logged. */
-  readonly token: string;
-  readonly requestId: string;
-}
-
-export type ReadFetcher = (request: FetchRequest) => Promise<FetchOutcome>;
 
 export function errorForFailure(failure: UpstreamFailure): ProxyError {
   switch (failure.kind) {
@@ -47,7 +23,8 @@ export function errorForFailure(failure: UpstreamFailure): ProxyError {
   }
 }
 
-export function createReadFetcher(upstream: UpstreamClient): ReadFetcher {
+/** The origin the cache fetches through: one canonical read, sent to the upstream and judged. */
+export function createUpstreamOrigin(upstream: UpstreamClient): Origin {
   return async ({ read, token, requestId }) => {
     let answer: UpstreamAnswer;
     try {

@@ -12,7 +12,7 @@ import { pauseFromRetryAfter } from '../limits/retry-after.js';
 import type { UpstreamBudget } from '../limits/upstream-budget.js';
 import type { UpstreamPause } from '../limits/upstream-pause.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { FetchOutcome, FetchRequest, ReadFetcher } from './fetch-read.js';
+import type { Origin, OriginOutcome, ReadRequest } from '../cache/origin.js';
 
 export interface GuardOptions {
   readonly breaker: CircuitBreaker;
@@ -21,7 +21,7 @@ export interface GuardOptions {
   /** Longest wait for an upstream slot, ms. */
   readonly maxQueueWaitMs: number;
   /** Told of every upstream 401: the token the proxy accepted was refused by the system of record. */
-  readonly onUpstreamUnauthorized?: (request: FetchRequest) => void;
+  readonly onUpstreamUnauthorized?: (request: ReadRequest) => void;
   readonly metrics?: Pick<Metrics, 'upstream' | 'upstreamRefused'>;
   readonly now?: () => number;
 }
@@ -30,7 +30,7 @@ function seconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }
 
-export function guardFetcher(fetch: ReadFetcher, options: GuardOptions): ReadFetcher {
+export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
   const { breaker, pause, budget, metrics } = options;
   const now = options.now ?? Date.now;
   return async (request) => {
@@ -52,7 +52,7 @@ export function guardFetcher(fetch: ReadFetcher, options: GuardOptions): ReadFet
       if (paused.probe) await pause.resume(company);
       return { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0 };
     }
-    const outcome: FetchOutcome = slot.value;
+    const outcome: OriginOutcome = slot.value;
     if (metrics !== undefined) {
       const resource = request.read.resource.name;
       if (outcome.kind === 'failure') metrics.upstream(resource, outcome.upstreamStatus ?? 'error', outcome.upstreamMs / 1000);

@@ -6,7 +6,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { RedisHealth, createRedisClient } from '../../src/cache/redis-connection.js';
+import { RedisHealth, createRedisClient } from '../../src/platform/redis.js';
 import { type InboundLimiter, createInboundLimiter } from '../../src/limits/inbound.js';
 import { type RedisServer, clientReady, startRedis } from '../helpers/redis.js';
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cacheAddress, type CacheAddress } from '../../src/cache/cache-key.js';
 import { type CacheEntry, brotliBody } from '../../src/cache/entry.js';
 import { createMemoryStore } from '../../src/cache/memory-store.js';
-import { RedisHealth, createRedisClient, type RedisClient } from '../../src/cache/redis-connection.js';
+import { RedisHealth, createRedisClient, type RedisClient } from '../../src/platform/redis.js';
 import { createRedisStore } from '../../src/cache/redis-store.js';
 import { type CacheStore, isCurrent } from '../../src/cache/store.js';
 import type { Principal } from '../../src/auth/principal.js';

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { cacheAddress, generationKey } from '../../src/cache/cache-key.js';
 import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
-import { PARTITIONS, type Partition } from '../../src/config/schema.js';
+import { PARTITIONS, type Partition } from '../../src/cache/policy.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { type CanonicalRead, canonicaliseTarget } from '../../src/request/canonical-read.js';
 

@@ -10,9 +10,9 @@ import { Writable } from 'node:stream';
 import express from 'express';
 import type { LevelWithSilent } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createFallbackApp } from '../../src/http/fallback-app.js';
+import { createFallbackApp } from '../../src/planes/fallback-app.js';
 import { requestIdOf } from '../../src/http/request-id.js';
-import { createHttpLog } from '../../src/observability/http-log.js';
+import { createHttpLog } from '../../src/http/http-log.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { send } from '../helpers/http.js';
 

@@ -10,7 +10,7 @@ import { compileErrors, validate } from '@readme/openapi-parser';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isCursor, isPerPage, GRAMMAR_CHECKS } from '../../src/catalog/grammar.js';
-import { CODES_NOT_ON_READS, GRAMMAR_PATTERNS, OPENAPI_FILE, buildOpenApiDocument, positiveDecimalUpTo, renderOpenApi } from '../../src/catalog/openapi.js';
+import { CODES_NOT_ON_READS, GRAMMAR_PATTERNS, OPENAPI_FILE, buildOpenApiDocument, positiveDecimalUpTo, renderOpenApi } from '../../src/docs/openapi.js';
 import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
 import { ERROR_CODES, ERROR_REGISTRY } from '../../src/errors/registry.js';
 

@@ -1,7 +1,7 @@
 /** The README's generated tables match the catalog and the error registry. */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { renderReadme } from '../../src/catalog/docs.js';
+import { renderReadme } from '../../src/docs/readme-tables.js';
 
 describe('README', () => {
   it('has current resource and error tables (run `npm run docs` to refresh them)', () => {

@@ -2,8 +2,8 @@
  * The README's resource and error tables, rendered from the catalog and the error registry so the
  * docs cannot drift from the code (`npm run docs` rewrites them; a test checks they are current).
  */
-import { GRAMMAR_DESCRIPTIONS } from './grammar.js';
-import { API_PREFIX, RESOURCES } from './resources.js';
+import { GRAMMAR_DESCRIPTIONS } from '../catalog/grammar.js';
+import { API_PREFIX, RESOURCES } from '../catalog/resources.js';
 import { ERROR_REGISTRY, type ErrorCode } from '../errors/registry.js';
 
 export function renderResourceTable(): string {

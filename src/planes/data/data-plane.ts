@@ -15,11 +15,11 @@
  * It returns `false` for requests that are not its own, which then go to the fallback plane.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AccessLists } from '../auth/access-lists.js';
-import type { Authenticated, Authenticator } from '../auth/authenticate.js';
-import { type AuthorizationPolicy, authorize } from '../auth/authorize.js';
-import type { Principal } from '../auth/principal.js';
-import { API_PREFIX, RESOURCES } from '../catalog/resources.js';
+import type { AccessLists } from '../../auth/access-lists.js';
+import type { Authenticated, Authenticator } from '../../auth/authenticate.js';
+import { type AuthorizationPolicy, authorize } from '../../auth/authorize.js';
+import type { Principal } from '../../auth/principal.js';
+import { API_PREFIX, RESOURCES } from '../../catalog/resources.js';
 import {
   ALLOWED_METHODS,
   InternalError,
@@ -30,20 +30,20 @@ import {
   NotFoundError,
   ProxyError,
   RateLimitedError,
-} from '../errors/proxy-error.js';
-import type { InboundLimiter, LimitVerdict } from '../limits/inbound.js';
-import { ID_SEGMENT, loggedPath } from '../observability/logged-path.js';
-import type { RequestLog } from '../observability/logger.js';
-import type { LimitPolicy, Metrics } from '../observability/metrics.js';
-import { type ParsedQuery, createCanonicalMemo } from '../request/memo.js';
-import { type Route, resolveRoute } from '../request/route.js';
-import { classifyTarget } from '../request/target.js';
-import type { ReadOutcome, ReadService } from '../cache/read-service.js';
-import { gzipBody } from '../cache/entry.js';
-import { chooseCoding } from './content-coding.js';
-import { etagMatches } from './conditional.js';
-import { writeProblem } from './problem.js';
-import { requestIdOf } from './request-id.js';
+} from '../../errors/proxy-error.js';
+import type { InboundLimiter, LimitVerdict } from '../../limits/inbound.js';
+import { ID_SEGMENT, loggedPath } from '../../observability/logged-path.js';
+import type { RequestLog } from '../../observability/logger.js';
+import type { LimitPolicy, Metrics } from '../../observability/metrics.js';
+import { type ParsedQuery, createCanonicalMemo } from '../../request/memo.js';
+import { type Route, resolveRoute } from '../../request/route.js';
+import { classifyTarget } from '../../request/target.js';
+import type { ReadOutcome, ReadService } from '../../cache/read-service.js';
+import { gzipBody } from '../../cache/entry.js';
+import { chooseCoding } from '../../http/content-coding.js';
+import { etagMatches } from '../../http/conditional.js';
+import { writeProblem } from '../../http/problem.js';
+import { requestIdOf } from '../../http/request-id.js';
 
 export interface DataPlaneOptions {
   readonly authenticator: Authenticator;

@@ -4,12 +4,12 @@
  * code under its status), so it cannot drift from the code. Served on the admin port as
  * `/openapi.json` and written to `docs/openapi.json` by `npm run docs` (a test checks it is current).
  */
-import { PACKAGE_VERSION } from '../build-info.js';
+import { PACKAGE_VERSION } from '../platform/package.js';
 import { ERROR_CODES, ERROR_REGISTRY, type ErrorCode, problemType } from '../errors/registry.js';
 import { ALLOWED_METHODS, FORBIDDEN_REASONS } from '../errors/proxy-error.js';
 import { REQUEST_ID } from '../http/request-id.js';
-import { FILTER_TEXT_PATTERN, type FilterGrammar, GRAMMAR_DESCRIPTIONS, PER_PAGE_DEFAULT, PER_PAGE_MAX } from './grammar.js';
-import { API_PREFIX, RESOURCES, type ResourceDef } from './resources.js';
+import { FILTER_TEXT_PATTERN, type FilterGrammar, GRAMMAR_DESCRIPTIONS, PER_PAGE_DEFAULT, PER_PAGE_MAX } from '../catalog/grammar.js';
+import { API_PREFIX, RESOURCES, type ResourceDef } from '../catalog/resources.js';
 
 /** Where the description is committed, from the repository root. */
 export const OPENAPI_FILE = 'docs/openapi.json';

@@ -9,7 +9,7 @@
  * leaf carries its built-in default (JSON Schema's `default` annotation, 2020-12 §9.2).
  */
 import { z } from 'zod';
-import { BUILT_IN_CONFIG, configSchema } from './schema.js';
+import { BUILT_IN_CONFIG, configSchema } from '../config/schema.js';
 
 /** Where the schema is committed, from the repository root. */
 export const CONFIG_SCHEMA_FILE = 'config/schema.json';

@@ -6,9 +6,9 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { RequestHandler } from 'http-proxy-middleware';
 import { InternalError, NotFoundError } from '../errors/proxy-error.js';
-import type { HttpLog } from '../observability/http-log.js';
-import { writeProblem } from './problem.js';
-import { requestIdOf } from './request-id.js';
+import type { HttpLog } from '../http/http-log.js';
+import { writeProblem } from '../http/problem.js';
+import { requestIdOf } from '../http/request-id.js';
 
 /** `log`: the request line (DESIGN §8); first, so that every answer below gets one. */
 export function createFallbackApp(passthrough: RequestHandler | undefined, log?: HttpLog): Express {

@@ -28,7 +28,7 @@ import {
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../observability/metrics.js';
-import { renderOpenApi } from '../catalog/openapi.js';
+import { renderOpenApi } from '../docs/openapi.js';
 
 export type Phase = 'starting' | 'ready' | 'stale' | 'draining';
 

@@ -1,0 +1,48 @@
+/**
+ * The port the cache fetches through: what it asks the origin (the system of record), and what it
+ * is told back. The cache owns these types; the upstream module implements them
+ * (`src/upstream/fetch-read.ts`), guarded by the limits (`src/upstream/guarded-fetch.ts`).
+ */
+import type { Principal } from '../auth/principal.js';
+import type { ProxyError } from '../errors/proxy-error.js';
+import type { CanonicalRead } from '../request/canonical-read.js';
+
+/** One canonical read, for one credential. */
+export interface ReadRequest {
+  readonly read: CanonicalRead;
+  readonly principal: Principal;
+  /** The bearer token, to forward on a miss; never keyed, never stored, never logged. */
+  readonly token: string;
+  readonly requestId: string;
+}
+
+/** An answer of the origin, as it sent it. */
+export interface OriginAnswer {
+  readonly status: number;
+  readonly contentType: string | undefined;
+  /** The origin's `Retry-After`, verbatim (429 and 503). */
+  readonly retryAfter: string | undefined;
+  readonly body: Buffer;
+  readonly elapsedMs: number;
+}
+
+/**
+ * An answer to pass on (a well-formed 200, or a 4xx as the origin sent it), or a failure the proxy
+ * turns into 502/503/504 unless a stale copy may be served instead.
+ */
+export type OriginOutcome =
+  | { readonly kind: 'answer'; readonly answer: OriginAnswer }
+  | {
+      readonly kind: 'failure';
+      readonly error: ProxyError;
+      /** For `Cache-Status: fwd-status`: the origin's 5xx, else the status the proxy answers. */
+      readonly fwdStatus: number;
+      /** The status the origin answered with, when it answered at all. */
+      readonly upstreamStatus?: number;
+      readonly upstreamMs: number;
+    };
+
+export type OriginFailure = Extract<OriginOutcome, { kind: 'failure' }>;
+
+/** How the cache reaches the origin. */
+export type Origin = (request: ReadRequest) => Promise<OriginOutcome>;
