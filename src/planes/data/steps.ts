@@ -1,0 +1,186 @@
+/**
+ * The request flow of the data plane, written down once as named steps in their order (README,
+ * "How a request flows"; the order of the refusals is the contract's: request-level 400s, then 401,
+ * then 429, then 404, 405, 403, 400):
+ *
+ *   target (400 invalid_request) → OPTIONS (204) → query (400 access_token)
+ *   → authenticate (400 two headers, 401) → inbound limits (429)
+ *   → resource (404) → method (405) → authorise (403) → validate query (400)
+ *   → read (L1 → store → coalesced origin fill) → respond (406, 304, the read's answer)
+ *
+ * Each step is a function over one `Exchange` and the plane's parts. It answers the request (and
+ * returns `true`: the flow stops), or records its verdict on the exchange and returns `false` (the
+ * next step runs) — at once, or as a promise when it must wait for a token's verification, Redis or
+ * the origin. `runSteps` runs the list; the hit benchmark (bench/hit-breakdown.ts) times this same
+ * list, step by step.
+ */
+import type { AccessLists } from '../../auth/access-lists.js';
+import type { Authenticated, Authenticator } from '../../auth/authenticate.js';
+import { type AuthorizationPolicy, authorize } from '../../auth/authorize.js';
+import type { ReadService } from '../../cache/read-service.js';
+import {
+  ALLOWED_METHODS,
+  InvalidBearerRequestError,
+  InvalidRequestError,
+  MethodNotAllowedError,
+  NotFoundError,
+  ProxyError,
+  RateLimitedError,
+} from '../../errors/proxy-error.js';
+import type { InboundLimiter, LimitVerdict } from '../../limits/inbound.js';
+import type { CanonicalMemo } from '../../request/memo.js';
+import { type AnswerRecorders, fail, finish, respond } from './answers.js';
+import type { Exchange } from './exchange.js';
+
+/** What the steps work with: the domains, and where answers are recorded. */
+export interface DataPlaneParts extends AnswerRecorders {
+  readonly authenticator: Authenticator;
+  readonly limiter: InboundLimiter;
+  readonly lists: AccessLists;
+  readonly policy: AuthorizationPolicy;
+  readonly reads: ReadService;
+  readonly memo: CanonicalMemo;
+}
+
+/** `true`: the request is answered, the flow stops; `false`: the next step runs. */
+export type StepResult = boolean | Promise<boolean>;
+export type Step = (ex: Exchange, parts: DataPlaneParts) => StepResult;
+
+/** A path on this server, not an absolute-form or network-path target (a host named by a client). */
+export function checkTarget(ex: Exchange, parts: DataPlaneParts): StepResult {
+  if (ex.target !== undefined && ex.route !== undefined) return false;
+  return fail(ex, parts, new InvalidRequestError('The request target must be a path on this server.'));
+}
+
+/** `OPTIONS` is answered before any credential is asked for (a CORS preflight carries none). */
+export function answerOptions(ex: Exchange, parts: DataPlaneParts): StepResult {
+  if (ex.req.method !== 'OPTIONS') return false;
+  if (ex.route?.kind !== 'list' && ex.route?.kind !== 'record') return fail(ex, parts, new NotFoundError());
+  ex.res.writeHead(204, { allow: ALLOWED_METHODS, 'x-request-id': ex.requestId });
+  ex.res.end();
+  finish(ex, parts, 204, undefined, undefined);
+  return true;
+}
+
+/** The query's pairs; a token in the query is refused before it could be used (RFC 6750 §2.3). */
+export function parseQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const query = parts.memo.parse(ex.target?.rawQuery ?? '');
+  if (query.hasAccessToken) return fail(ex, parts, new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.'));
+  ex.query = query;
+  return false;
+}
+
+function authenticated(ex: Exchange, parts: DataPlaneParts, identity: Authenticated | ProxyError): boolean {
+  if (identity instanceof ProxyError) return fail(ex, parts, identity);
+  ex.identity = identity;
+  return false;
+}
+
+/** The bearer token: from the cache of tokens verified lately at once, else verified (jose). */
+export function authenticate(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const header = ex.req.headersDistinct.authorization;
+  const cached = parts.authenticator.authenticateCached(header);
+  if (cached !== undefined) return authenticated(ex, parts, cached);
+  return parts.authenticator.authenticate(header).then((identity) => authenticated(ex, parts, identity));
+}
+
+function limited(ex: Exchange, parts: DataPlaneParts, verdict: LimitVerdict): boolean {
+  ex.limits = verdict;
+  if (verdict.allowed) return false;
+  return fail(ex, parts, new RateLimitedError(verdict.retryAfterSeconds, verdict.refusedBy ?? 'credential'));
+}
+
+/** The inbound limits, on hits and misses alike: after 401, before 404/405/403/400. */
+export function applyInboundLimits(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const principal = ex.identity?.principal;
+  if (principal === undefined) throw new TypeError('the limits run after authentication');
+  const verdict = parts.limiter.decide(principal);
+  return verdict instanceof Promise ? verdict.then((decided) => limited(ex, parts, decided)) : limited(ex, parts, verdict);
+}
+
+/** An unknown resource or a malformed record id: 404 without asking the origin. */
+export function resolveResource(ex: Exchange, parts: DataPlaneParts): StepResult {
+  return ex.route?.kind === 'list' || ex.route?.kind === 'record' ? false : fail(ex, parts, new NotFoundError());
+}
+
+/** Reads only: GET and HEAD (OPTIONS was answered above). */
+export function checkMethod(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const method = ex.req.method;
+  return method === 'GET' || method === 'HEAD' ? false : fail(ex, parts, new MethodNotAllowedError());
+}
+
+/** The resource's permissions, scope, modules and the blocks (403). */
+export function authorise(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const route = ex.route;
+  const principal = ex.identity?.principal;
+  if (principal === undefined || (route?.kind !== 'list' && route?.kind !== 'record')) throw new TypeError('authorisation runs on a resolved read');
+  const forbidden = authorize(principal, route.resource, parts.policy, parts.lists);
+  return forbidden === undefined ? false : fail(ex, parts, forbidden);
+}
+
+/** The canonical read: the resource's parameters only, each valid, in one spelling (400). */
+export function validateQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const route = ex.route;
+  if ((route?.kind !== 'list' && route?.kind !== 'record') || ex.target === undefined || ex.query === undefined) {
+    throw new TypeError('validation runs on a resolved read and a parsed query');
+  }
+  const read = parts.memo.read(route, ex.target.path, ex.target.rawQuery, ex.query);
+  if (read instanceof ProxyError) return fail(ex, parts, read);
+  ex.read = read;
+  return false;
+}
+
+/** The cache: a page held in this process at once; else the store, or one fill from the origin. */
+export function readThroughCache(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const { read, identity } = ex;
+  if (read === undefined || identity === undefined) throw new TypeError('the read runs on a canonical read and a credential');
+  const request = { read, principal: identity.principal, token: identity.token, requestId: ex.requestId };
+  const hot = parts.reads.serveHot(request);
+  if (hot !== undefined) {
+    ex.outcome = hot;
+    return false;
+  }
+  return parts.reads.serve(request).then((outcome) => {
+    if (outcome instanceof ProxyError) return fail(ex, parts, outcome);
+    ex.outcome = outcome;
+    return false;
+  });
+}
+
+/** The read's answer: its content coding (406), a 304 on its validator, or the page. */
+export function respondWithRead(ex: Exchange, parts: DataPlaneParts): StepResult {
+  const outcome = ex.outcome;
+  if (outcome === undefined) throw new TypeError('the answer follows the read');
+  return respond(ex, parts, outcome);
+}
+
+/** The flow, in its order. */
+export const REQUEST_FLOW: ReadonlyArray<readonly [name: string, step: Step]> = [
+  ['target', checkTarget],
+  ['options', answerOptions],
+  ['query', parseQuery],
+  ['authenticate', authenticate],
+  ['inbound limits', applyInboundLimits],
+  ['resource', resolveResource],
+  ['method', checkMethod],
+  ['authorise', authorise],
+  ['validate query', validateQuery],
+  ['read', readThroughCache],
+  ['respond', respondWithRead],
+];
+
+/**
+ * Runs the steps from `from` on: synchronously for as long as every step answers at once (a hit on
+ * a token verified lately and a page held in this process never leaves the call), then through
+ * the first promise a step returns, resuming with the next step (the pattern of fastify's hook
+ * runner). Returns a promise only when a step did.
+ */
+export function runSteps(ex: Exchange, parts: DataPlaneParts, steps: ReadonlyArray<readonly [string, Step]> = REQUEST_FLOW, from = 0): void | Promise<void> {
+  for (let i = from; i < steps.length; i++) {
+    const step = steps[i];
+    if (step === undefined) return;
+    const result = step[1](ex, parts);
+    if (result === true) return;
+    if (result !== false) return result.then((answered) => (answered ? undefined : runSteps(ex, parts, steps, i + 1)));
+  }
+}
