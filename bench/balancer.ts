@@ -23,7 +23,8 @@ export function parseBackends(text: string): Backend[] {
     .map((item) => {
       const colon = item.lastIndexOf(':');
       const port = Number(item.slice(colon + 1));
-      if (colon <= 0 || !Number.isInteger(port) || port < 1 || port > 65_535) throw new TypeError(`LB_BACKENDS: not host:port: ${item}`);
+      if (colon <= 0 || !Number.isInteger(port) || port < 1 || port > 65_535)
+        throw new TypeError(`LB_BACKENDS: not host:port: ${item}`);
       return { host: item.slice(0, colon), port };
     });
 }
@@ -63,7 +64,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const server = createBalancer(backends);
   server.listen(Number(process.env.LB_PORT ?? '8080'), process.env.LB_HOST ?? '127.0.0.1', () => {
     const address = server.address();
-    process.stdout.write(`balancer listening on ${typeof address === 'object' && address !== null ? String(address.port) : '?'}\n`);
+    process.stdout.write(
+      `balancer listening on ${typeof address === 'object' && address !== null ? String(address.port) : '?'}\n`,
+    );
   });
   const stop = (): void => {
     server.close(() => process.exit(0));

@@ -17,7 +17,8 @@ import { fileURLToPath } from 'node:url';
 
 function loadPages(file: string): Map<string, Buffer> {
   const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'));
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('BASELINE_PAGES must hold a JSON object');
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new Error('BASELINE_PAGES must hold a JSON object');
   const pages = new Map<string, Buffer>();
   for (const [path, body] of Object.entries(parsed)) {
     if (typeof body !== 'string') throw new Error(`BASELINE_PAGES: the body of ${path} is not a base64 string`);

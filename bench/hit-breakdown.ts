@@ -155,7 +155,10 @@ function makeRequest(socket: Socket, url: string, rawHeaders: readonly string[])
   req.httpVersionMinor = 1;
   req.httpVersion = '1.1';
   // What the HTTP parser calls (_http_common.js): the `headers` getters build from these lazily.
-  (req as unknown as { _addHeaderLines(lines: string[], n: number): void })._addHeaderLines([...rawHeaders], rawHeaders.length);
+  (req as unknown as { _addHeaderLines(lines: string[], n: number): void })._addHeaderLines(
+    [...rawHeaders],
+    rawHeaders.length,
+  );
   req.complete = true;
   return req;
 }
@@ -168,7 +171,10 @@ function defaultPages(): BreakdownPage[] {
     const page = records.slice(start, start + 30);
     const hasMore = start + 30 < records.length;
     const last = page[page.length - 1];
-    const body = { data: page, meta: { per_page: 30, has_more: hasMore, next_after_id: hasMore && last !== undefined ? last.id : null } };
+    const body = {
+      data: page,
+      meta: { per_page: 30, has_more: hasMore, next_after_id: hasMore && last !== undefined ? last.id : null },
+    };
     const after = start === 0 ? undefined : records[start - 1]?.id;
     pages.push({
       path: `${API_PREFIX}/movements?${after === undefined ? '' : `after_id=${after}&`}per_page=30`,
@@ -197,7 +203,11 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
 
   // ── the real components, wired as src/app.ts wires them ──
   const lists = NO_ACCESS_LISTS;
-  const verifier = createTokenVerifier({ keys: { kind: 'secret', secret }, clockToleranceSeconds: 30, claims: DEFAULT_CLAIM_NAMES });
+  const verifier = createTokenVerifier({
+    keys: { kind: 'secret', secret },
+    clockToleranceSeconds: 30,
+    claims: DEFAULT_CLAIM_NAMES,
+  });
   const authenticator = createAuthenticator(verifier, lists);
   const policies = new CachePolicies(BUILT_IN_CONFIG.cache);
   const client = createRedisClient({ url: options.redisUrl, commandTimeoutMs: 100 });
@@ -221,7 +231,10 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
 
   const tokens = new Map<string, string>();
   for (const company of new Set(pages.map((p) => p.company))) {
-    tokens.set(company, await mintDevToken({ company: /^[1-9][0-9]*$/.test(company) ? Number(company) : company, secret }));
+    tokens.set(
+      company,
+      await mintDevToken({ company: /^[1-9][0-9]*$/.test(company) ? Number(company) : company, secret }),
+    );
   }
   const socket = new Socket();
   const prepared: PreparedPage[] = pages.map((page) => {
@@ -262,7 +275,8 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
   // One real outcome, for the write stage's header values.
   const sample = at(0);
   const sampleOutcome = await reads.serve({ read: sample.read, principal: principalAt(0), token: '', requestId: 'x' });
-  if (sampleOutcome instanceof ProxyError || sampleOutcome.cacheResult !== 'hit') throw new Error('hit-breakdown: the sample read is not a hit');
+  if (sampleOutcome instanceof ProxyError || sampleOutcome.cacheResult !== 'hit')
+    throw new Error('hit-breakdown: the sample read is not a hit');
   const outcome: ReadOutcome = sampleOutcome;
 
   const rows: BreakdownRow[] = [];
@@ -270,114 +284,231 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
     rows.push({ group, stage, kind, us: t.meanUs, medianUs: t.medianUs });
     return t;
   };
-  const diff = (a: Timing, b: Timing): Timing => ({ meanUs: Math.max(0, a.meanUs - b.meanUs), medianUs: Math.max(0, a.medianUs - b.medianUs) });
+  const diff = (a: Timing, b: Timing): Timing => ({
+    meanUs: Math.max(0, a.meanUs - b.meanUs),
+    medianUs: Math.max(0, a.medianUs - b.medianUs),
+  });
 
   // ── parse ──
   const buildReq = await measure((i) => makeRequest(socket, at(i).url, at(i).rawHeaders), ms, false);
-  const headersToo = await measure((i) => {
-    const req = makeRequest(socket, at(i).url, at(i).rawHeaders);
-    return [req.headers, req.headersDistinct];
-  }, ms, false);
+  const headersToo = await measure(
+    (i) => {
+      const req = makeRequest(socket, at(i).url, at(i).rawHeaders);
+      return [req.headers, req.headersDistinct];
+    },
+    ms,
+    false,
+  );
   add('parse', 'node:http header objects (req.headers + headersDistinct)', 'stage', diff(headersToo, buildReq));
-  add('parse', 'classifyTarget + resolveRoute', 'stage', await measure((i) => {
-    const target = classifyTarget(at(i).url);
-    return target.kind === 'api' ? [resolveRoute(target.path), `${API_PREFIX}/${target.path}`] : target;
-  }, ms, false));
-  add('parse', 'parseRawQuery + buildCanonicalRead', 'stage', await measure((i) => {
-    const target = classifyTarget(at(i).url);
-    if (target.kind !== 'api') return target;
-    const route = resolveRoute(target.path);
-    const params = parseRawQuery(target.rawQuery);
-    return route.kind === 'list' || route.kind === 'record' ? buildCanonicalRead(route, params) : route;
-  }, ms, false));
+  add(
+    'parse',
+    'classifyTarget + resolveRoute',
+    'stage',
+    await measure(
+      (i) => {
+        const target = classifyTarget(at(i).url);
+        return target.kind === 'api' ? [resolveRoute(target.path), `${API_PREFIX}/${target.path}`] : target;
+      },
+      ms,
+      false,
+    ),
+  );
+  add(
+    'parse',
+    'parseRawQuery + buildCanonicalRead',
+    'stage',
+    await measure(
+      (i) => {
+        const target = classifyTarget(at(i).url);
+        if (target.kind !== 'api') return target;
+        const route = resolveRoute(target.path);
+        const params = parseRawQuery(target.rawQuery);
+        return route.kind === 'list' || route.kind === 'record' ? buildCanonicalRead(route, params) : route;
+      },
+      ms,
+      false,
+    ),
+  );
   const materialised = prepared.map((p) => {
     const req = makeRequest(socket, p.url, p.rawHeaders);
     sink = req.headers;
     return req;
   });
-  add('parse', 'request id (no X-Request-Id: randomUUID)', 'stage', await measure((i) => requestIdOf(materialised[i % materialised.length] as IncomingMessage), ms, false));
+  add(
+    'parse',
+    'request id (no X-Request-Id: randomUUID)',
+    'stage',
+    await measure((i) => requestIdOf(materialised[i % materialised.length] as IncomingMessage), ms, false),
+  );
 
   // ── auth ──
-  add('auth', 'authenticate, cached token (bearer, SHA-256, LRU, revocation)', 'stage', await measure((i) => authenticator.authenticate(at(i).authorization), ms, true));
-  add('auth', 'of which readBearer (regexes)', 'detail', await measure((i) => readBearer(at(i).authorization), ms, false));
-  add('auth', 'of which tokenDigest (SHA-256 of the token)', 'detail', await measure((i) => tokenDigest(at(i).authorization[0] ?? ''), ms, false));
-  add('auth', 'authorize (permissions, scope, blocks)', 'stage', await measure((i) => authorize(principalAt(i), at(i).read.resource, DEFAULT_AUTHORIZATION_POLICY, lists), ms, false));
+  add(
+    'auth',
+    'authenticate, cached token (bearer, SHA-256, LRU, revocation)',
+    'stage',
+    await measure((i) => authenticator.authenticate(at(i).authorization), ms, true),
+  );
+  add(
+    'auth',
+    'of which readBearer (regexes)',
+    'detail',
+    await measure((i) => readBearer(at(i).authorization), ms, false),
+  );
+  add(
+    'auth',
+    'of which tokenDigest (SHA-256 of the token)',
+    'detail',
+    await measure((i) => tokenDigest(at(i).authorization[0] ?? ''), ms, false),
+  );
+  add(
+    'auth',
+    'authorize (permissions, scope, blocks)',
+    'stage',
+    await measure(
+      (i) => authorize(principalAt(i), at(i).read.resource, DEFAULT_AUTHORIZATION_POLICY, lists),
+      ms,
+      false,
+    ),
+  );
 
   // ── limits ── (points high enough never to refuse: the cost of deciding, not of refusing)
   const limitPolicy = { points: 1_000_000_000, duration: 60 };
   const localLimiter = createInboundLimiter({ perCredential: limitPolicy, perCompany: limitPolicy, replicas: 1 });
-  const sharedLimiter = createInboundLimiter({ perCredential: limitPolicy, perCompany: limitPolicy, replicas: 1, redis: { client, health: new RedisHealth(client), prefix, timeoutMs: 100 } }); // its own breaker, as in src/app.ts
-  add('limits', 'inbound limits, one replica (in process, synchronous)', 'detail', await measure((i) => localLimiter.decide(principalAt(i)), ms, false));
-  add('limits', 'inbound limits, shared through Redis (leased points)', 'stage', await measure((i) => sharedLimiter.decide(principalAt(i)), ms, true));
+  const sharedLimiter = createInboundLimiter({
+    perCredential: limitPolicy,
+    perCompany: limitPolicy,
+    replicas: 1,
+    redis: { client, health: new RedisHealth(client), prefix, timeoutMs: 100 },
+  }); // its own breaker, as in src/app.ts
+  add(
+    'limits',
+    'inbound limits, one replica (in process, synchronous)',
+    'detail',
+    await measure((i) => localLimiter.decide(principalAt(i)), ms, false),
+  );
+  add(
+    'limits',
+    'inbound limits, shared through Redis (leased points)',
+    'stage',
+    await measure((i) => sharedLimiter.decide(principalAt(i)), ms, true),
+  );
 
   // ── key and store ──
-  const key = add('key', 'policyFor + cacheAddress + groupTag', 'stage', await measure((i) => {
-    const p = at(i);
-    const policy = policies.policyFor(p.read.resource.name);
-    const address = cacheAddress(prefix, p.read, principalAt(i), policy.partition);
-    return groupTag(address.group);
-  }, ms, false));
-  const serve = await measure((i) => reads.serve({ read: at(i).read, principal: principalAt(i), token: '', requestId: 'x' }), ms, true);
+  const key = add(
+    'key',
+    'policyFor + cacheAddress + groupTag',
+    'stage',
+    await measure(
+      (i) => {
+        const p = at(i);
+        const policy = policies.policyFor(p.read.resource.name);
+        const address = cacheAddress(prefix, p.read, principalAt(i), policy.partition);
+        return groupTag(address.group);
+      },
+      ms,
+      false,
+    ),
+  );
+  const serve = await measure(
+    (i) => reads.serve({ read: at(i).read, principal: principalAt(i), token: '', requestId: 'x' }),
+    ms,
+    true,
+  );
   add('store', 'reads.serve() on an L1 hit, less the key', 'stage', diff(serve, key));
   const addresses = prepared.map((p) => cacheAddress(prefix, p.read, p.principal as Principal, 'company'));
-  add('store', 'of which L1Cache.get', 'detail', await measure((i) => {
-    const address = addresses[i % addresses.length];
-    return address === undefined ? undefined : l1.get(address.key, groupTag(address.group));
-  }, ms, false));
+  add(
+    'store',
+    'of which L1Cache.get',
+    'detail',
+    await measure(
+      (i) => {
+        const address = addresses[i % addresses.length];
+        return address === undefined ? undefined : l1.get(address.key, groupTag(address.group));
+      },
+      ms,
+      false,
+    ),
+  );
 
   // ── write ──
   const etag = outcome.etag ?? '""';
   const body = outcome.body;
-  const buildRes = await measure((i) => new ServerResponse(materialised[i % materialised.length] as IncomingMessage), ms, false);
-  const proxyWrite = await measure((i) => {
-    const req = materialised[i % materialised.length] as IncomingMessage;
-    const res = new ServerResponse(req);
-    // The headers of data-plane.ts respond() on a 200 hit, built the same way.
-    const headers: Record<string, string | number> = {
-      'content-type': outcome.contentType,
-      'x-request-id': '3b241101-e2bb-4255-8caf-4136c566a962',
-      'cache-status': outcome.cacheStatus,
-    };
-    headers['cache-control'] = `private, max-age=${outcome.maxAgeSeconds ?? 0}`;
-    headers.vary = 'Authorization';
-    headers.etag = etag;
-    if (outcome.ageSeconds !== undefined) headers.age = outcome.ageSeconds;
-    if (etagMatches(req.headers['if-none-match'], etag)) return undefined;
-    headers['content-length'] = body.length;
-    res.writeHead(200, headers);
-    res.end(body);
-    return res;
-  }, ms, false);
-  add('write', 'respond(): 8 headers + body into ServerResponse', 'stage', diff(proxyWrite, buildRes));
-  const baselineWrite = diff(
-    await measure((i) => {
-      const res = new ServerResponse(materialised[i % materialised.length] as IncomingMessage);
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+  const buildRes = await measure(
+    (i) => new ServerResponse(materialised[i % materialised.length] as IncomingMessage),
+    ms,
+    false,
+  );
+  const proxyWrite = await measure(
+    (i) => {
+      const req = materialised[i % materialised.length] as IncomingMessage;
+      const res = new ServerResponse(req);
+      // The headers of data-plane.ts respond() on a 200 hit, built the same way.
+      const headers: Record<string, string | number> = {
+        'content-type': outcome.contentType,
+        'x-request-id': '3b241101-e2bb-4255-8caf-4136c566a962',
+        'cache-status': outcome.cacheStatus,
+      };
+      headers['cache-control'] = `private, max-age=${outcome.maxAgeSeconds ?? 0}`;
+      headers.vary = 'Authorization';
+      headers.etag = etag;
+      if (outcome.ageSeconds !== undefined) headers.age = outcome.ageSeconds;
+      if (etagMatches(req.headers['if-none-match'], etag)) return undefined;
+      headers['content-length'] = body.length;
+      res.writeHead(200, headers);
       res.end(body);
       return res;
-    }, ms, false),
+    },
+    ms,
+    false,
+  );
+  add('write', 'respond(): 8 headers + body into ServerResponse', 'stage', diff(proxyWrite, buildRes));
+  const baselineWrite = diff(
+    await measure(
+      (i) => {
+        const res = new ServerResponse(materialised[i % materialised.length] as IncomingMessage);
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+        res.end(body);
+        return res;
+      },
+      ms,
+      false,
+    ),
     buildRes,
   );
 
   // ── log ──
-  add('log', 'request log line (pino, 4 KiB buffered writes, as shipped)', 'stage', await measure((i) => {
-    requestLog({
-      requestId: '3b241101-e2bb-4255-8caf-4136c566a962',
-      method: 'GET',
-      path: `${API_PREFIX}/${at(i).read.resource.name}`,
-      resource: at(i).read.resource.name,
-      status: 200,
-      errorCode: undefined,
-      company: principalAt(i).company,
-      subject: principalAt(i).subject,
-      cache: 'hit',
-      upstreamMs: undefined,
-      durationMs: 0.1234,
-    });
-    return undefined;
-  }, ms, false));
+  add(
+    'log',
+    'request log line (pino, 4 KiB buffered writes, as shipped)',
+    'stage',
+    await measure(
+      (i) => {
+        requestLog({
+          requestId: '3b241101-e2bb-4255-8caf-4136c566a962',
+          method: 'GET',
+          path: `${API_PREFIX}/${at(i).read.resource.name}`,
+          resource: at(i).read.resource.name,
+          status: 200,
+          errorCode: undefined,
+          company: principalAt(i).company,
+          subject: principalAt(i).subject,
+          cache: 'hit',
+          upstreamMs: undefined,
+          durationMs: 0.1234,
+        });
+        return undefined;
+      },
+      ms,
+      false,
+    ),
+  );
   const sampleLine = `${JSON.stringify({ level: 30, time: now, req_id: '3b241101-e2bb-4255-8caf-4136c566a962', method: 'GET', path: `${API_PREFIX}/movements`, resource: 'movements', status: 200, company: '1', sub: 'dev-1', cache: 'hit', ms: 0.12 })}\n`;
-  add('log', 'of which destination.write of a ready line (sonic-boom)', 'detail', await measure(() => destination.write(sampleLine), ms, false));
+  add(
+    'log',
+    'of which destination.write of a ready line (sonic-boom)',
+    'detail',
+    await measure(() => destination.write(sampleLine), ms, false),
+  );
 
   // ── end to end: the real data plane ──
   let settle: (() => void) | undefined;
@@ -389,7 +520,15 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
     settle = undefined;
     done?.();
   };
-  const plane = createDataPlane({ authenticator, limiter: sharedLimiter, lists, policy: DEFAULT_AUTHORIZATION_POLICY, reads, log, yieldUnknownResources: false });
+  const plane = createDataPlane({
+    authenticator,
+    limiter: sharedLimiter,
+    lists,
+    policy: DEFAULT_AUTHORIZATION_POLICY,
+    reads,
+    log,
+    yieldUnknownResources: false,
+  });
   const exchange = async (i: number): Promise<ServerResponse> => {
     const req = makeRequest(socket, at(i).url, at(i).rawHeaders);
     const res = new ServerResponse(req);
@@ -403,10 +542,15 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
   for (let i = 0; i < prepared.length; i++) {
     await exchange(i);
     if (lastLine?.status !== 200 || lastLine.cache !== 'hit') {
-      throw new Error(`hit-breakdown: the data plane answered ${String(lastLine?.status)} (${String(lastLine?.cache)}) for ${at(i).url}, not a hit`);
+      throw new Error(
+        `hit-breakdown: the data plane answered ${String(lastLine?.status)} (${String(lastLine?.cache)}) for ${at(i).url}, not a hit`,
+      );
     }
   }
-  const endToEnd = diff(await measure(exchange, ms * 2, true), { meanUs: buildReq.meanUs + buildRes.meanUs, medianUs: buildReq.medianUs + buildRes.medianUs });
+  const endToEnd = diff(await measure(exchange, ms * 2, true), {
+    meanUs: buildReq.meanUs + buildRes.meanUs,
+    medianUs: buildReq.medianUs + buildRes.medianUs,
+  });
   settle = undefined;
 
   // ── not per hit ──
@@ -427,22 +571,47 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
   if (firstAddress !== undefined) {
     const cpuBefore = process.cpuUsage();
     let mgets = 0;
-    storeMiss = await measure(async (i) => {
-      const address = addresses[i % addresses.length] ?? firstAddress;
-      const [, raw] = await client.mgetBuffer(address.generationKey, address.key);
-      mgets += 1;
-      return raw === null || raw === undefined ? undefined : decodeEntry(raw);
-    }, ms, true, 32);
+    storeMiss = await measure(
+      async (i) => {
+        const address = addresses[i % addresses.length] ?? firstAddress;
+        const [, raw] = await client.mgetBuffer(address.generationKey, address.key);
+        mgets += 1;
+        return raw === null || raw === undefined ? undefined : decodeEntry(raw);
+      },
+      ms,
+      true,
+      32,
+    );
     const cpu = process.cpuUsage(cpuBefore);
     mgetCpu = (cpu.user + cpu.system) / mgets;
     add('context', 'L1 miss: Redis MGET + decodeEntry (wall, sequential)', 'context', storeMiss);
     add('context', 'L1 miss: the same, CPU of this process', 'context', { meanUs: mgetCpu, medianUs: mgetCpu });
   }
-  add('context', 'decodeEntry alone (brotli, one page)', 'context', await measure(() => decodeEntry(entryBytes), ms, false, 32));
-  add('context', 'encodeEntry (brotli q4; on a fill only)', 'context', await measure(() => encodeEntry(sampleEntry), ms, false, 16));
-  const uncached = createTokenVerifier({ keys: { kind: 'secret', secret }, clockToleranceSeconds: 30, claims: DEFAULT_CLAIM_NAMES, cache: false });
+  add(
+    'context',
+    'decodeEntry alone (brotli, one page)',
+    'context',
+    await measure(() => decodeEntry(entryBytes), ms, false, 32),
+  );
+  add(
+    'context',
+    'encodeEntry (brotli q4; on a fill only)',
+    'context',
+    await measure(() => encodeEntry(sampleEntry), ms, false, 16),
+  );
+  const uncached = createTokenVerifier({
+    keys: { kind: 'secret', secret },
+    clockToleranceSeconds: 30,
+    claims: DEFAULT_CLAIM_NAMES,
+    cache: false,
+  });
   const sampleToken = tokens.get(sample.page.company) ?? '';
-  add('context', 'jose HS256 verify, uncached (first sight of a token)', 'context', await measure(() => uncached.verify(sampleToken), ms, true, 32));
+  add(
+    'context',
+    'jose HS256 verify, uncached (first sight of a token)',
+    'context',
+    await measure(() => uncached.verify(sampleToken), ms, true, 32),
+  );
   uncached.close();
 
   // The L1 keeps a copy for l1.ttl: each process reads each key from Redis once per ttl.
@@ -456,11 +625,41 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
   const groups: Record<string, number> = {};
   for (const r of stages) groups[r.group] = (groups[r.group] ?? 0) + r.us;
   const stageSumUs = stages.reduce((sum, r) => sum + r.us, 0);
-  rows.push({ group: 'total', stage: 'Σ stages', kind: 'total', us: stageSumUs, medianUs: stages.reduce((s, r) => s + r.medianUs, 0) });
-  rows.push({ group: 'total', stage: 'data plane end to end (real createDataPlane, fake socket)', kind: 'total', us: endToEnd.meanUs, medianUs: endToEnd.medianUs });
-  rows.push({ group: 'total', stage: 'unaccounted (awaits, closures, GC between stages)', kind: 'total', us: endToEnd.meanUs - stageSumUs, medianUs: 0 });
-  rows.push({ group: 'total', stage: "the baseline's own write (2 headers + body)", kind: 'total', us: baselineWrite.meanUs, medianUs: baselineWrite.medianUs });
-  rows.push({ group: 'total', stage: 'a hit beyond the bare server (end to end − baseline write)', kind: 'total', us: endToEnd.meanUs - baselineWrite.meanUs, medianUs: endToEnd.medianUs - baselineWrite.medianUs });
+  rows.push({
+    group: 'total',
+    stage: 'Σ stages',
+    kind: 'total',
+    us: stageSumUs,
+    medianUs: stages.reduce((s, r) => s + r.medianUs, 0),
+  });
+  rows.push({
+    group: 'total',
+    stage: 'data plane end to end (real createDataPlane, fake socket)',
+    kind: 'total',
+    us: endToEnd.meanUs,
+    medianUs: endToEnd.medianUs,
+  });
+  rows.push({
+    group: 'total',
+    stage: 'unaccounted (awaits, closures, GC between stages)',
+    kind: 'total',
+    us: endToEnd.meanUs - stageSumUs,
+    medianUs: 0,
+  });
+  rows.push({
+    group: 'total',
+    stage: "the baseline's own write (2 headers + body)",
+    kind: 'total',
+    us: baselineWrite.meanUs,
+    medianUs: baselineWrite.medianUs,
+  });
+  rows.push({
+    group: 'total',
+    stage: 'a hit beyond the bare server (end to end − baseline write)',
+    kind: 'total',
+    us: endToEnd.meanUs - baselineWrite.meanUs,
+    medianUs: endToEnd.medianUs - baselineWrite.medianUs,
+  });
 
   // Leave nothing behind: the bench keys, the connection, the log stream.
   const keys = await client.keys(`${prefix}:*`);
@@ -501,14 +700,18 @@ export function formatBreakdown(report: BreakdownReport): string {
     }
     const label = row.kind === 'detail' ? `    ${row.stage}` : `  ${row.stage}`;
     const share = row.kind === 'stage' ? `${((100 * row.us) / total).toFixed(0)}%` : '';
-    lines.push(`  ${label.padEnd(width)} ${row.us.toFixed(2).padStart(8)} ${row.medianUs === 0 ? ''.padStart(8) : row.medianUs.toFixed(2).padStart(8)} ${share.padStart(6)}`);
+    lines.push(
+      `  ${label.padEnd(width)} ${row.us.toFixed(2).padStart(8)} ${row.medianUs === 0 ? ''.padStart(8) : row.medianUs.toFixed(2).padStart(8)} ${share.padStart(6)}`,
+    );
   }
   const groups = Object.entries(report.groups)
     .map(([group, us]) => `${group} ${us.toFixed(2)}`)
     .join(' · ');
   lines.push(`  by group (µs): ${groups}`);
   if (report.storeMissAmortisedUs !== undefined) {
-    lines.push(`  L1 misses amortised over hits at the measured rate: ${report.storeMissAmortisedUs.toFixed(3)} µs/hit`);
+    lines.push(
+      `  L1 misses amortised over hits at the measured rate: ${report.storeMissAmortisedUs.toFixed(3)} µs/hit`,
+    );
   }
   return lines.join('\n');
 }

@@ -87,7 +87,12 @@ function addSeries(text: string, totals: Totals): void {
     if (line.startsWith('#') || line === '') continue;
     const space = line.lastIndexOf(' ');
     const series = line.slice(0, space);
-    if (!/^slab_proxy_(requests_total|coalesced_waits_total|upstream_requests_total|upstream_refusals_total|redis_errors_total)\b/.test(series)) continue;
+    if (
+      !/^slab_proxy_(requests_total|coalesced_waits_total|upstream_requests_total|upstream_refusals_total|redis_errors_total)\b/.test(
+        series,
+      )
+    )
+      continue;
     const value = Number(line.slice(space + 1));
     if (Number.isFinite(value)) totals.set(series, (totals.get(series) ?? 0) + value);
   }
@@ -112,13 +117,16 @@ function sum(before: Totals, after: Totals, match: (series: string) => boolean):
 const isUpstreamSeries = (series: string): boolean => series.startsWith('slab_proxy_upstream_requests_total');
 
 function hitRatioBetween(before: Totals, after: Totals): number | undefined {
-  const byCache = (cache: string): number => sum(before, after, (s) => s.startsWith('slab_proxy_requests_total{') && s.includes(`cache="${cache}"`));
+  const byCache = (cache: string): number =>
+    sum(before, after, (s) => s.startsWith('slab_proxy_requests_total{') && s.includes(`cache="${cache}"`));
   const withCache = ['hit', 'stale', 'miss', 'collapsed'].reduce((total, cache) => total + byCache(cache), 0);
   return withCache === 0 ? undefined : (byCache('hit') + byCache('stale')) / withCache;
 }
 
 /** The sandbox's counters, or undefined when they are off (SANDBOX_CONTROL unset) or unreachable. */
-async function sandboxCounts(sandboxUrl: string | undefined): Promise<{ served: number; inFlight: number } | undefined> {
+async function sandboxCounts(
+  sandboxUrl: string | undefined,
+): Promise<{ served: number; inFlight: number } | undefined> {
   if (sandboxUrl === undefined) return undefined;
   return sandboxStats(sandboxUrl).then(
     (stats) => ({ served: stats.served, inFlight: stats.inFlight }),
@@ -131,7 +139,11 @@ async function sandboxCounts(sandboxUrl: string | undefined): Promise<{ served: 
  * fills may still be at the upstream, counted by the sandbox on arrival and by the replicas on the
  * answer. Read until the sandbox is idle and both agree (or the counts stop moving), for 2 s at most.
  */
-async function settledCounts(options: LoadOptions, before: Totals, servedBefore: number | undefined): Promise<{ after: Totals; served: number | undefined }> {
+async function settledCounts(
+  options: LoadOptions,
+  before: Totals,
+  servedBefore: number | undefined,
+): Promise<{ after: Totals; served: number | undefined }> {
   let previous: number | undefined;
   let last: { after: Totals; served: number | undefined } = { after: before, served: undefined };
   for (let round = 0; round < 40; round++) {
@@ -153,7 +165,9 @@ function readTargets(): string[] {
   for (const perPage of PAGE_SIZES) {
     for (const cursor of CURSORS) {
       for (const resource of RESOURCE_NAMES) {
-        targets.push(`${API_PREFIX}/${resource}?per_page=${String(perPage)}${cursor === undefined ? '' : `&after_id=${String(cursor)}`}`);
+        targets.push(
+          `${API_PREFIX}/${resource}?per_page=${String(perPage)}${cursor === undefined ? '' : `&after_id=${String(cursor)}`}`,
+        );
       }
     }
   }
@@ -164,7 +178,10 @@ function readTargets(): string[] {
 function zipfPicker(count: number): () => number {
   const cumulative: number[] = [];
   let total = 0;
-  for (let i = 0; i < count; i++) cumulative.push((total += 1 / (i + 1)));
+  for (let i = 0; i < count; i++) {
+    total += 1 / (i + 1);
+    cumulative.push(total);
+  }
   return () => {
     const x = Math.random() * total;
     let low = 0;
@@ -204,14 +221,19 @@ export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const tokens: string[] = [];
   for (const company of SANDBOX_COMPANIES) {
-    for (let n = 0; n < CREDENTIALS_PER_COMPANY; n++) tokens.push(await mintDevToken({ company, subject: `load-${String(company)}-${String(n)}`, secret: options.secret }));
+    for (let n = 0; n < CREDENTIALS_PER_COMPANY; n++)
+      tokens.push(
+        await mintDevToken({ company, subject: `load-${String(company)}-${String(n)}`, secret: options.secret }),
+      );
   }
   const targets = readTargets();
   const pick = zipfPicker(targets.length);
   const before = await scrape(options.adminUrls);
   const servedBefore = (await sandboxCounts(options.sandboxUrl))?.served;
 
-  write(`load: ${String(options.connections)} connections for ${String(options.seconds)} s against ${options.targetUrl} (${String(tokens.length)} credentials, ${String(targets.length)} pages per company)`);
+  write(
+    `load: ${String(options.connections)} connections for ${String(options.seconds)} s against ${options.targetUrl} (${String(tokens.length)} credentials, ${String(targets.length)} pages per company)`,
+  );
   const overall = new LatencyHistogram();
   const statusCodes: Record<string, number> = {};
   let second = newInterval();
@@ -264,12 +286,18 @@ export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
             setupRequest: (request) => ({
               ...request,
               path: targets[pick()] ?? targets[0] ?? '/',
-              headers: { ...request.headers, authorization: `Bearer ${tokens[Math.floor(Math.random() * tokens.length)] ?? ''}` },
+              headers: {
+                ...request.headers,
+                authorization: `Bearer ${tokens[Math.floor(Math.random() * tokens.length)] ?? ''}`,
+              },
             }),
           },
         ],
       },
-      (error: unknown, done: autocannon.Result) => (error === null || error === undefined ? resolve(done) : reject(error instanceof Error ? error : new Error(String(error)))),
+      (error: unknown, done: autocannon.Result) =>
+        error === null || error === undefined
+          ? resolve(done)
+          : reject(error instanceof Error ? error : new Error(String(error))),
     );
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       overall.record(responseTime);
@@ -288,11 +316,17 @@ export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
 
   const { after, served } = await settledCounts(options, before, servedBefore);
   const statuses: Record<string, number> = { '2xx': 0, '3xx': 0, '4xx': 0, '5xx': 0 };
-  for (const [code, n] of Object.entries(statusCodes)) statuses[statusClass(Number(code))] = (statuses[statusClass(Number(code))] ?? 0) + n;
+  for (const [code, n] of Object.entries(statusCodes))
+    statuses[statusClass(Number(code))] = (statuses[statusClass(Number(code))] ?? 0) + n;
   return {
     requests: overall.count,
     requestsPerSecond: overall.count / result.duration,
-    latencyMs: { p50: overall.percentileMs(50), p90: overall.percentileMs(90), p99: overall.percentileMs(99), max: overall.maxMs },
+    latencyMs: {
+      p50: overall.percentileMs(50),
+      p90: overall.percentileMs(90),
+      p99: overall.percentileMs(99),
+      max: overall.maxMs,
+    },
     statuses,
     statusCodes,
     errors: result.errors,
@@ -311,12 +345,23 @@ export function formatReport(result: LoadtestResult, seconds: number): string {
   const percent = (ratio: number | undefined): string => (ratio === undefined ? 'n/a' : `${(ratio * 100).toFixed(1)}%`);
   const rows: [string, string][] = [
     ['requests', `${String(result.requests)} (${result.requestsPerSecond.toFixed(0)} req/s)`],
-    ['latency p50 / p90 / p99 / max', `${fmt(result.latencyMs.p50)} / ${fmt(result.latencyMs.p90)} / ${fmt(result.latencyMs.p99)} / ${fmt(result.latencyMs.max)} ms`],
-    ['statuses', Object.entries(result.statusCodes).map(([k, v]) => `${k} ${String(v)}`).join(', ') || 'none'],
+    [
+      'latency p50 / p90 / p99 / max',
+      `${fmt(result.latencyMs.p50)} / ${fmt(result.latencyMs.p90)} / ${fmt(result.latencyMs.p99)} / ${fmt(result.latencyMs.max)} ms`,
+    ],
+    [
+      'statuses',
+      Object.entries(result.statusCodes)
+        .map(([k, v]) => `${k} ${String(v)}`)
+        .join(', ') || 'none',
+    ],
     ['connection errors / timeouts', `${String(result.errors)} / ${String(result.timeouts)}`],
     ['hit ratio (hit + stale)', percent(result.hitRatio)],
     ['coalesced waits', String(result.coalescedWaits)],
-    ['upstream requests', `${String(result.upstreamRequests)} (${(result.upstreamRequests / seconds).toFixed(1)}/s), ${String(result.upstreamRefusals)} kept off by the guard`],
+    [
+      'upstream requests',
+      `${String(result.upstreamRequests)} (${(result.upstreamRequests / seconds).toFixed(1)}/s), ${String(result.upstreamRefusals)} kept off by the guard`,
+    ],
     ['sandbox served', result.sandboxServed === undefined ? 'n/a (SANDBOX_CONTROL off)' : String(result.sandboxServed)],
     ['Redis errors', String(result.redisErrors)],
   ];
@@ -338,7 +383,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const seconds = envInt('LOADTEST_SECONDS', 10, 1, 86_400);
   runLoad({
     targetUrl: required('TARGET_URL'),
-    adminUrls: required('ADMIN_URLS').split(',').map((u) => u.trim()).filter((u) => u !== ''),
+    adminUrls: required('ADMIN_URLS')
+      .split(',')
+      .map((u) => u.trim())
+      .filter((u) => u !== ''),
     sandboxUrl: envText('SANDBOX_URL'),
     secret: required('JWT_SECRET'),
     seconds,

@@ -24,7 +24,12 @@ export interface LoadtestReport {
   readonly stamp: string;
   readonly date: string;
   readonly machine: { readonly cores: number; readonly cpu: string; readonly node: string };
-  readonly settings: { readonly seconds: number; readonly connections: number; readonly replicas: number; readonly redis: RedisMode };
+  readonly settings: {
+    readonly seconds: number;
+    readonly connections: number;
+    readonly replicas: number;
+    readonly redis: RedisMode;
+  };
   readonly topology: LoadtestTopology;
   readonly result: LoadtestResult;
 }
@@ -43,9 +48,15 @@ export function loadtestMarkdown(report: LoadtestReport): string[] {
     ...markdownTable(
       ['figure', 'this run'],
       [
-        ['topology', `${String(report.topology.replicas.length)} replicas behind a round-robin balancer; ${report.topology.redis.description}`],
+        [
+          'topology',
+          `${String(report.topology.replicas.length)} replicas behind a round-robin balancer; ${report.topology.redis.description}`,
+        ],
         ['requests', `${fmtInt(result.requests)} (${fmtInt(result.requestsPerSecond)} req/s)`],
-        ['latency p50 / p90 / p99 / max', `${fmt(result.latencyMs.p50)} / ${fmt(result.latencyMs.p90)} / ${fmt(result.latencyMs.p99)} / ${fmt(result.latencyMs.max)} ms`],
+        [
+          'latency p50 / p90 / p99 / max',
+          `${fmt(result.latencyMs.p50)} / ${fmt(result.latencyMs.p90)} / ${fmt(result.latencyMs.p99)} / ${fmt(result.latencyMs.max)} ms`,
+        ],
         ['statuses', statuses === '' ? 'none' : statuses],
         ['connection errors / timeouts', `${String(result.errors)} / ${String(result.timeouts)}`],
         ['hit ratio (hit + stale)', percent(result.hitRatio)],
@@ -62,10 +73,25 @@ export function loadtestMarkdown(report: LoadtestReport): string[] {
   ];
 }
 
-const COLORS = { p50: '#2a9d8f', p90: '#e9c46a', p99: '#e76f51', max: '#9b2226', rps: '#264653', hit: '#2a9d8f', upstream: '#6d597a', errors: '#d62828' };
+const COLORS = {
+  p50: '#2a9d8f',
+  p90: '#e9c46a',
+  p99: '#e76f51',
+  max: '#9b2226',
+  rps: '#264653',
+  hit: '#2a9d8f',
+  upstream: '#6d597a',
+  errors: '#d62828',
+};
 
 function statusColor(code: string): string {
-  return code.startsWith('2') ? '#2a9d8f' : code.startsWith('3') ? '#8ab17d' : code.startsWith('4') ? '#e9c46a' : '#e76f51';
+  return code.startsWith('2')
+    ? '#2a9d8f'
+    : code.startsWith('3')
+      ? '#8ab17d'
+      : code.startsWith('4')
+        ? '#e9c46a'
+        : '#e76f51';
 }
 
 /** `:port` of a URL (the diagram's short form; the table below has the whole address). */
@@ -98,7 +124,14 @@ function topologyDiagram(report: LoadtestReport): string {
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${String(width)} ${String(height)}" width="${String(width)}" height="${String(height)}" role="img" aria-label="topology">`,
     '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#3d405b"/></marker></defs>',
-    box(10, centre - boxHeight / 2, 150, 'load generator', `${String(report.settings.connections)} connections`, 'generator'),
+    box(
+      10,
+      centre - boxHeight / 2,
+      150,
+      'load generator',
+      `${String(report.settings.connections)} connections`,
+      'generator',
+    ),
     arrow(160, centre, 210, centre),
     box(210, centre - boxHeight / 2, 150, 'balancer', `${portOf(topology.balancer)} round robin`, 'balancer'),
   ];
@@ -114,7 +147,14 @@ function topologyDiagram(report: LoadtestReport): string {
   });
   const nodes = topology.redis.nodes.length;
   parts.push(
-    box(650, redisY, 240, topology.redis.mode === 'cluster' ? 'Redis Cluster' : 'Redis', `${String(nodes)} ${nodes === 1 ? 'node' : 'nodes'}`, 'redis'),
+    box(
+      650,
+      redisY,
+      240,
+      topology.redis.mode === 'cluster' ? 'Redis Cluster' : 'Redis',
+      `${String(nodes)} ${nodes === 1 ? 'node' : 'nodes'}`,
+      'redis',
+    ),
     box(650, sandboxY, 240, 'sandbox (system of record)', portOf(topology.sandbox), 'sandbox'),
     '</svg>',
   );
@@ -129,7 +169,8 @@ function stampHtml(stamp: string): string {
 export function renderLoadtestHtml(report: LoadtestReport): string {
   const { result, topology } = report;
   const timeline = result.timeline;
-  const at = (pick: (s: (typeof timeline)[number]) => number): [number, number][] => timeline.map((s) => [s.at, pick(s)]);
+  const at = (pick: (s: (typeof timeline)[number]) => number): [number, number][] =>
+    timeline.map((s) => [s.at, pick(s)]);
   const charts = [
     lineChart({
       id: 'latency',
@@ -141,20 +182,38 @@ export function renderLoadtestHtml(report: LoadtestReport): string {
         { name: 'p99', color: COLORS.p99, points: at((s) => s.p99Ms) },
       ],
     }),
-    lineChart({ id: 'throughput', title: 'Throughput', yLabel: 'requests / s', series: [{ name: 'req/s', color: COLORS.rps, points: at((s) => s.requestsPerSecond) }] }),
+    lineChart({
+      id: 'throughput',
+      title: 'Throughput',
+      yLabel: 'requests / s',
+      series: [{ name: 'req/s', color: COLORS.rps, points: at((s) => s.requestsPerSecond) }],
+    }),
     lineChart({
       id: 'hit-ratio',
       title: 'Hit ratio (hit + stale), over the replicas',
       yLabel: '%',
       yMax: 100,
-      series: [{ name: 'hit ratio', color: COLORS.hit, points: at((s) => (s.hitRatio === undefined ? Number.NaN : s.hitRatio * 100)) }],
+      series: [
+        {
+          name: 'hit ratio',
+          color: COLORS.hit,
+          points: at((s) => (s.hitRatio === undefined ? Number.NaN : s.hitRatio * 100)),
+        },
+      ],
     }),
     lineChart({
       id: 'upstream',
       title: 'Upstream calls and errors per second',
       yLabel: 'per second',
       series: [
-        { name: 'upstream calls', color: COLORS.upstream, points: timeline.map((s, i) => [s.at, s.upstreamRequests / Math.max(0.05, s.at - (timeline[i - 1]?.at ?? 0))]) },
+        {
+          name: 'upstream calls',
+          color: COLORS.upstream,
+          points: timeline.map((s, i) => [
+            s.at,
+            s.upstreamRequests / Math.max(0.05, s.at - (timeline[i - 1]?.at ?? 0)),
+          ]),
+        },
         { name: 'errors', color: COLORS.errors, points: at((s) => s.errors) },
       ],
     }),
@@ -162,13 +221,20 @@ export function renderLoadtestHtml(report: LoadtestReport): string {
   const bars: Bar[] = Object.entries(result.statusCodes)
     .sort((a, b) => b[1] - a[1])
     .map(([code, n]) => ({ label: code, value: n, color: statusColor(code) }));
-  if (result.errors + result.timeouts > 0) bars.push({ label: 'errors', value: result.errors + result.timeouts, color: COLORS.errors });
+  if (result.errors + result.timeouts > 0)
+    bars.push({ label: 'errors', value: result.errors + result.timeouts, color: COLORS.errors });
   const cell = (text: string): string => `<td>${escapeHtml(text)}</td>`;
   const totals: [string, string][] = [
     ['requests', `${fmtInt(result.requests)} (${fmtInt(result.requestsPerSecond)} req/s)`],
-    ['latency p50 / p90 / p99 / max', `${fmt(result.latencyMs.p50)} / ${fmt(result.latencyMs.p90)} / ${fmt(result.latencyMs.p99)} / ${fmt(result.latencyMs.max)} ms`],
+    [
+      'latency p50 / p90 / p99 / max',
+      `${fmt(result.latencyMs.p50)} / ${fmt(result.latencyMs.p90)} / ${fmt(result.latencyMs.p99)} / ${fmt(result.latencyMs.max)} ms`,
+    ],
     ['hit ratio (hit + stale)', percent(result.hitRatio)],
-    ['upstream requests', `${fmtInt(result.upstreamRequests)}${result.sandboxServed === undefined ? '' : ` (the sandbox served ${fmtInt(result.sandboxServed)})`}, ${fmtInt(result.upstreamRefusals)} kept off by the guard`],
+    [
+      'upstream requests',
+      `${fmtInt(result.upstreamRequests)}${result.sandboxServed === undefined ? '' : ` (the sandbox served ${fmtInt(result.sandboxServed)})`}, ${fmtInt(result.upstreamRefusals)} kept off by the guard`,
+    ],
     ['coalesced waits', fmtInt(result.coalescedWaits)],
     ['connection errors / timeouts', `${String(result.errors)} / ${String(result.timeouts)}`],
     ['Redis errors', fmtInt(result.redisErrors)],
@@ -178,7 +244,10 @@ export function renderLoadtestHtml(report: LoadtestReport): string {
     ['sandbox system of record', topology.sandbox],
     ...topology.replicas.map((replica, i): [string, string] => [`proxy ${String(i + 1)}`, replica]),
     ['balancer', `${topology.balancer} (round robin over the replicas)`],
-    ['load generator', `${topology.generator}, ${String(report.settings.connections)} connections, ${String(report.settings.seconds)} s`],
+    [
+      'load generator',
+      `${topology.generator}, ${String(report.settings.connections)} connections, ${String(report.settings.seconds)} s`,
+    ],
   ];
   const perSecond = timeline
     .map(

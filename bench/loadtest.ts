@@ -23,7 +23,14 @@ import { fileURLToPath } from 'node:url';
 import { envChoice, envInt, envText } from './lib/env.js';
 import { readmeBlock, runStamp, say } from './lib/format.js';
 import { launch, runProgram } from './lib/processes.js';
-import { type RedisTopology, requireBuild, startProxy, startRedisClusterTopology, startRedisServer, startSandbox } from './lib/services.js';
+import {
+  type RedisTopology,
+  requireBuild,
+  startProxy,
+  startRedisClusterTopology,
+  startRedisServer,
+  startSandbox,
+} from './lib/services.js';
 import { type LoadtestReport, loadtestMarkdown, writeLoadtestReport } from './loadtest-report.js';
 import { formatReport, runLoad } from './loadgen.js';
 
@@ -61,13 +68,20 @@ async function main(): Promise<number> {
     ),
   );
   const balancer = launch('lb', process.execPath, ['dist-bench/bench/balancer.js'], {
-    env: { PATH: process.env.PATH ?? '', LB_PORT: '0', LB_HOST: '127.0.0.1', LB_BACKENDS: proxies.map((p) => p.url.replace('http://', '')).join(',') },
+    env: {
+      PATH: process.env.PATH ?? '',
+      LB_PORT: '0',
+      LB_HOST: '127.0.0.1',
+      LB_BACKENDS: proxies.map((p) => p.url.replace('http://', '')).join(','),
+    },
     stdout: 'pipe',
   });
   const [, lbPort = ''] = await balancer.waitForLine(/balancer listening on (\d+)/, 10_000);
   const balancerUrl = `http://127.0.0.1:${lbPort}`;
 
-  say(`topology: redis ${redis.description} (${redis.mode === 'cluster' ? `REDIS_CLUSTER_NODES=${redis.nodes.join(',')}` : `REDIS_URL=${redis.url ?? ''}`}), sandbox ${sandbox.url}, ${String(replicas)} replicas (${proxies.map((p) => p.url).join(', ')}), balancer ${balancerUrl}`);
+  say(
+    `topology: redis ${redis.description} (${redis.mode === 'cluster' ? `REDIS_CLUSTER_NODES=${redis.nodes.join(',')}` : `REDIS_URL=${redis.url ?? ''}`}), sandbox ${sandbox.url}, ${String(replicas)} replicas (${proxies.map((p) => p.url).join(', ')}), balancer ${balancerUrl}`,
+  );
   const result = await runLoad({
     targetUrl: balancerUrl,
     adminUrls: proxies.map((p) => p.adminUrl),
@@ -79,7 +93,12 @@ async function main(): Promise<number> {
   say(formatReport(result, seconds));
 
   const date = new Date();
-  const stampDetails = [`${String(replicas)} ${replicas === 1 ? 'replica' : 'replicas'}`, redis.mode === 'cluster' ? 'Redis Cluster' : 'one Redis', `${String(seconds)} s`, `${String(connections)} connections`];
+  const stampDetails = [
+    `${String(replicas)} ${replicas === 1 ? 'replica' : 'replicas'}`,
+    redis.mode === 'cluster' ? 'Redis Cluster' : 'one Redis',
+    `${String(seconds)} s`,
+    `${String(connections)} connections`,
+  ];
   const report: LoadtestReport = {
     stamp: runStamp('npm run loadtest', stampDetails, date),
     date: date.toISOString(),

@@ -42,14 +42,20 @@ export interface VerdictInput {
   readonly upstreamDuringHits: number;
   readonly coalesced: { readonly requests: number; readonly upstream: number; readonly pass: boolean };
   readonly stored: { readonly ratio: number; readonly target: number; readonly pass: boolean };
-  readonly rateLimited: { readonly usPerRequest: number; readonly target: number; readonly other: number; readonly pass: boolean };
+  readonly rateLimited: {
+    readonly usPerRequest: number;
+    readonly target: number;
+    readonly other: number;
+    readonly pass: boolean;
+  };
   /** The closed-loop generator, e.g. "wrk 4.1.0". */
   readonly generator: string;
 }
 
 export function verdicts(input: VerdictInput): Verdict[] {
   const { proxy, nginx } = input;
-  const ratio = (value: number, cpu: number): string => `${fmt(value, 2)}×${value >= TARGETS.hitRatioGoal ? ' (goal met)' : ''}; by CPU per request ${fmt(cpu, 2)}×`;
+  const ratio = (value: number, cpu: number): string =>
+    `${fmt(value, 2)}×${value >= TARGETS.hitRatioGoal ? ' (goal met)' : ''}; by CPU per request ${fmt(cpu, 2)}×`;
   const versusNginx = nginx === undefined ? Number.NaN : proxy.fiftyPages.p99Ms / nginx.fiftyPages.p99Ms;
   return [
     {
@@ -64,17 +70,32 @@ export function verdicts(input: VerdictInput): Verdict[] {
     },
     {
       target: `p99 at full load, 50 pages, ≤ ${String(TARGETS.p99VersusNginx)}× nginx's`,
-      figure: nginx === undefined ? `${fmt(proxy.fiftyPages.p99Ms)} ms; no nginx in this run` : `${fmt(proxy.fiftyPages.p99Ms)} vs ${fmt(nginx.fiftyPages.p99Ms)} ms (${fmt(versusNginx, 1)}×)`,
+      figure:
+        nginx === undefined
+          ? `${fmt(proxy.fiftyPages.p99Ms)} ms; no nginx in this run`
+          : `${fmt(proxy.fiftyPages.p99Ms)} vs ${fmt(nginx.fiftyPages.p99Ms)} ms (${fmt(versusNginx, 1)}×)`,
       pass: nginx === undefined ? undefined : versusNginx <= TARGETS.p99VersusNginx,
     },
-    { target: `p99 at half load ≤ ${String(TARGETS.halfLoadP99Ms)} ms`, figure: `${fmt(proxy.halfLoadP99Ms)} ms`, pass: proxy.halfLoadP99Ms <= TARGETS.halfLoadP99Ms },
-    { target: 'upstream requests during the hit rounds: 0', figure: String(input.upstreamDuringHits), pass: input.upstreamDuringHits === 0 },
+    {
+      target: `p99 at half load ≤ ${String(TARGETS.halfLoadP99Ms)} ms`,
+      figure: `${fmt(proxy.halfLoadP99Ms)} ms`,
+      pass: proxy.halfLoadP99Ms <= TARGETS.halfLoadP99Ms,
+    },
+    {
+      target: 'upstream requests during the hit rounds: 0',
+      figure: String(input.upstreamDuringHits),
+      pass: input.upstreamDuringHits === 0,
+    },
     {
       target: `${String(input.coalesced.requests)} cold requests over 2 replicas: 1 upstream request`,
       figure: String(input.coalesced.upstream),
       pass: input.coalesced.pass,
     },
-    { target: `stored bytes ≤ ${String(input.stored.target)}× the raw JSON`, figure: `${fmt(input.stored.ratio, 3)}×`, pass: input.stored.pass },
+    {
+      target: `stored bytes ≤ ${String(input.stored.target)}× the raw JSON`,
+      figure: `${fmt(input.stored.ratio, 3)}×`,
+      pass: input.stored.pass,
+    },
     {
       target: `a 429 in < ${fmtInt(input.rateLimited.target)} µs of proxy CPU, every answer a 429`,
       figure: `${fmt(input.rateLimited.usPerRequest, 1)} µs${input.rateLimited.other === 0 ? '' : `, ${String(input.rateLimited.other)} other answers`}`,
@@ -136,7 +157,12 @@ export interface Disturbance {
 }
 
 /** The README's lines: stamp, figures, a warning when the machine was busy, targets. */
-export function benchMarkdown(stamp: string, rows: readonly TargetFigures[], list: readonly Verdict[], disturbance: Disturbance): string[] {
+export function benchMarkdown(
+  stamp: string,
+  rows: readonly TargetFigures[],
+  list: readonly Verdict[],
+  disturbance: Disturbance,
+): string[] {
   const busy =
     disturbance.busyRounds === 0
       ? []

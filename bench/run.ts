@@ -39,7 +39,15 @@ import { closedLoopGenerator } from './lib/load/generators.js';
 import { findNginx, startNginxCache, warmNginx } from './lib/nginx.js';
 import { CLIENT_CPU, SERVER_CPU, canPin, pin, runProgram, scratchDir, stop } from './lib/processes.js';
 import type { MeasuredServer } from './lib/rounds.js';
-import { baselineServed, expectBytes, requireBuild, startBaseline, startProxy, startRedisServer, startSandbox } from './lib/services.js';
+import {
+  baselineServed,
+  expectBytes,
+  requireBuild,
+  startBaseline,
+  startProxy,
+  startRedisServer,
+  startSandbox,
+} from './lib/services.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
@@ -68,7 +76,11 @@ const NEVER_REFUSING = { points: 10_000_000, duration: 1 } as const;
 const KEY_PREFIX = 'slab';
 
 /** Long TTLs (nothing expires during the run), the limits given, the L1 lifetime of BENCH_L1_TTL. */
-function writeBenchConfig(dir: string, name: string, perCredential: { readonly points: number; readonly duration: number }): string {
+function writeBenchConfig(
+  dir: string,
+  name: string,
+  perCredential: { readonly points: number; readonly duration: number },
+): string {
   const l1Ttl = envInt('BENCH_L1_TTL', 0, 0, 3600);
   const file = join(dir, name);
   writeFileSync(
@@ -116,9 +128,15 @@ async function bench(): Promise<number> {
       ? `pinning: servers on CPU ${String(SERVER_CPU)} (bare, nginx, proxy 1, the 429 phase's proxy 3); load generator, redis, sandbox, proxy 2, nginx's origin on CPU ${String(CLIENT_CPU)} (taskset)`
       : 'pinning: OFF (no taskset or one CPU): servers and load generator share the CPUs, figures are rough',
   );
-  say(`load: ${generator.label}, ${String(settings.connections)} connections, ${String(settings.rounds)} interleaved rounds × ${String(settings.seconds)} s per target and workload, ${String(settings.warmupSeconds)} s warm-up each`);
+  say(
+    `load: ${generator.label}, ${String(settings.connections)} connections, ${String(settings.rounds)} interleaved rounds × ${String(settings.seconds)} s per target and workload, ${String(settings.warmupSeconds)} s warm-up each`,
+  );
   if (generator.note !== undefined) say(`  ${generator.note}`);
-  say('missing' in nginx ? `  ${nginx.missing}` : `anchor: nginx ${nginx.version} proxy_cache (config/nginx-cache.conf), hits only`);
+  say(
+    'missing' in nginx
+      ? `  ${nginx.missing}`
+      : `anchor: nginx ${nginx.version} proxy_cache (config/nginx-cache.conf), hits only`,
+  );
   say();
 
   const redis = await startRedisServer(CLIENT_CPU);
@@ -152,8 +170,15 @@ async function bench(): Promise<number> {
   let origin: { url: string } | undefined;
   if (!('missing' in nginx)) {
     origin = await startBaseline('nginx origin', pagesFile, CLIENT_CPU);
-    const cache = await startNginxCache(nginx.path, { dir: join(workDir, 'nginx'), originUrl: origin.url, cpu: SERVER_CPU });
-    await warmNginx(cache.url, pages.map((p) => p.path));
+    const cache = await startNginxCache(nginx.path, {
+      dir: join(workDir, 'nginx'),
+      originUrl: origin.url,
+      cpu: SERVER_CPU,
+    });
+    await warmNginx(
+      cache.url,
+      pages.map((p) => p.path),
+    );
     await expectBytes('nginx', `${cache.url}${firstPage.path}`, firstPage.body);
     nginxServer = { url: cache.url, pids: cache.workerPids };
   }
@@ -177,7 +202,9 @@ async function bench(): Promise<number> {
   const upstreamDuringHits = (await sandboxStats(sandbox.url)).served - servedBefore;
   const originDuringHits = origin === undefined ? 0 : (await baselineServed(origin.url)) - originBefore;
   say();
-  say(`upstream requests during the hit and half-load rounds: ${String(upstreamDuringHits)} (target 0)${origin === undefined ? '' : `; nginx's origin: ${String(originDuringHits)} (nginx served hits only)`}`);
+  say(
+    `upstream requests during the hit and half-load rounds: ${String(upstreamDuringHits)} (target 0)${origin === undefined ? '' : `; nginx's origin: ${String(originDuringHits)} (nginx served hits only)`}`,
+  );
   say();
 
   // ── the 429 path ──
@@ -186,7 +213,14 @@ async function bench(): Promise<number> {
     secret,
     pages,
     bare: bareServer,
-    startLimitedProxy: () => startProxy({ ...proxyOptions, name: 'proxy 3 (429)', configFile: writeBenchConfig(workDir, 'bench-429.yaml', ONE_POINT), cpu: SERVER_CPU, nodeFlags }),
+    startLimitedProxy: () =>
+      startProxy({
+        ...proxyOptions,
+        name: 'proxy 3 (429)',
+        configFile: writeBenchConfig(workDir, 'bench-429.yaml', ONE_POINT),
+        cpu: SERVER_CPU,
+        nodeFlags,
+      }),
   });
   say();
   const stored = await runStoredBytes(redisUrl, KEY_PREFIX, pages);
@@ -233,7 +267,12 @@ async function bench(): Promise<number> {
     upstreamDuringHits,
     coalesced,
     stored: { ratio: stored.storedRatio, target: TARGET_STORED_RATIO, pass: stored.pass },
-    rateLimited: { usPerRequest: rateLimited.refused.usPerRequest, target: TARGET_US_PER_429, other: rateLimited.other, pass: rateLimited.pass },
+    rateLimited: {
+      usPerRequest: rateLimited.refused.usPerRequest,
+      target: TARGET_US_PER_429,
+      other: rateLimited.other,
+      pass: rateLimited.pass,
+    },
     generator: generator.label,
   });
   const stampDetails = [
@@ -247,9 +286,19 @@ async function bench(): Promise<number> {
   say();
   say(`done in ${fmt(elapsed, 0)} s; ${missed.length === 0 ? 'every target met' : `missed: ${missed.join('; ')}`}`);
   say();
-  const hitRounds = [...hits.values()].flatMap((byWorkload) => [...byWorkload['50 pages'].rounds, ...byWorkload['one page'].rounds]);
-  const disturbance = { busyRounds: hitRounds.filter((r) => !(r.serverCpuPct >= BUSY_SERVER_CPU_PCT)).length, rounds: hitRounds.length };
-  for (const line of readmeBlock('Benchmarks', benchMarkdown(runStamp('npm run bench', stampDetails), rows, list, disturbance))) say(line);
+  const hitRounds = [...hits.values()].flatMap((byWorkload) => [
+    ...byWorkload['50 pages'].rounds,
+    ...byWorkload['one page'].rounds,
+  ]);
+  const disturbance = {
+    busyRounds: hitRounds.filter((r) => !(r.serverCpuPct >= BUSY_SERVER_CPU_PCT)).length,
+    rounds: hitRounds.length,
+  };
+  for (const line of readmeBlock(
+    'Benchmarks',
+    benchMarkdown(runStamp('npm run bench', stampDetails), rows, list, disturbance),
+  ))
+    say(line);
   say();
   say(
     `BENCH_RESULT ${JSON.stringify({
@@ -287,13 +336,22 @@ async function bench(): Promise<number> {
         redis_commands_background: rateLimited.redisCommandsBackground,
       },
       coalescing: { requests: coalesced.requests, upstream: coalesced.upstream, statuses: coalesced.statuses },
-      redis: { stored_ratio: round(stored.storedRatio, 3), value_ratio: round(stored.valueRatio, 3), raw_bytes: Math.round(stored.rawBytes) },
-      breakdown_us: Object.fromEntries([...Object.entries(breakdown.groups).map(([g, us]) => [g, round(us, 2)]), ['data_plane', round(breakdown.dataPlaneUs, 2)]]),
+      redis: {
+        stored_ratio: round(stored.storedRatio, 3),
+        value_ratio: round(stored.valueRatio, 3),
+        raw_bytes: Math.round(stored.rawBytes),
+      },
+      breakdown_us: Object.fromEntries([
+        ...Object.entries(breakdown.groups).map(([g, us]) => [g, round(us, 2)]),
+        ['data_plane', round(breakdown.dataPlaneUs, 2)],
+      ]),
       pass: Object.fromEntries(list.map((v) => [v.target, v.pass ?? null])),
       seconds: Math.round(elapsed),
     })}`,
   );
-  say(`(${fmtInt(rows.length)} targets measured; figures from a shared machine are indicative: read CPU per request first)`);
+  say(
+    `(${fmtInt(rows.length)} targets measured; figures from a shared machine are indicative: read CPU per request first)`,
+  );
   return 0;
 }
 

@@ -109,11 +109,18 @@ export interface ProxyApp {
  * reported as needing a restart. Listed this way round so that a new setting is restart-only until
  * someone makes it reloadable on purpose (issue 10).
  */
-const RELOADABLE = ['cache.partition', 'cache.defaults', 'cache.resources', 'upstream.maxConcurrent', 'upstream.maxPerSecond'] as const;
+const RELOADABLE = [
+  'cache.partition',
+  'cache.defaults',
+  'cache.resources',
+  'upstream.maxConcurrent',
+  'upstream.maxPerSecond',
+] as const;
 
 /** Dotted paths of the leaves where two config documents differ. */
 function changedPaths(before: unknown, after: unknown, path = ''): string[] {
-  const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+  const isRecord = (value: unknown): value is Record<string, unknown> =>
+    typeof value === 'object' && value !== null && !Array.isArray(value);
   if (!isRecord(before) || !isRecord(after)) return JSON.stringify(before) === JSON.stringify(after) ? [] : [path];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
   return [...keys].flatMap((key) => changedPaths(before[key], after[key], path === '' ? key : `${path}.${key}`));
@@ -136,7 +143,14 @@ interface CacheParts {
   /** Seconds without a usable Redis, 0 while connected; absent without Redis. */
   readonly redisDownSeconds: (() => number) | undefined;
   /** The shared Redis, when there is one: the inbound limits count there too. */
-  readonly redis: { readonly client: RedisClient; readonly subscriber: RedisClient; readonly health: RedisHealth; readonly prefix: string } | undefined;
+  readonly redis:
+    | {
+        readonly client: RedisClient;
+        readonly subscriber: RedisClient;
+        readonly health: RedisHealth;
+        readonly prefix: string;
+      }
+    | undefined;
   /** Resolves once Redis is connected, or after a bound: a start never hangs on a Redis that is down. */
   ready(): Promise<void>;
   close(): Promise<void>;
@@ -149,7 +163,10 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
   const { config, logger } = options;
   const redis = options.redis;
   if (redis === undefined || !usesRedis(redis)) {
-    const store = createMemoryStore({ maxBytes: config.cache.memory.maxBytes, ...(options.now !== undefined && { now: options.now }) });
+    const store = createMemoryStore({
+      maxBytes: config.cache.memory.maxBytes,
+      ...(options.now !== undefined && { now: options.now }),
+    });
     return {
       store,
       l1: undefined,
@@ -167,7 +184,12 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
     metrics.redisError('cache');
     logger.debug({ err: { message: error.message } }, 'redis connection error');
   };
-  const connection = { url: redis.url, clusterNodes: redis.clusterNodes, commandTimeoutMs: config.redis.commandTimeoutMs, onError };
+  const connection = {
+    url: redis.url,
+    clusterNodes: redis.clusterNodes,
+    commandTimeoutMs: config.redis.commandTimeoutMs,
+    onError,
+  };
   const client: RedisClient = createRedisClient(connection);
   const subscriber: RedisClient = createRedisClient({ ...connection, subscriber: true });
   const health = new RedisHealth(client, { onFailure: () => metrics.redisError('cache') });
@@ -190,7 +212,12 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       // A leader's lease outlives its longest upstream exchange; only a dead leader's expires.
       leaseMs: config.upstream.timeout * 1000 + 2_000,
     }),
-    purges: createRedisPurgeBus({ client, subscriber, channel: `${prefix}:purge`, onError: (error) => onError(error instanceof Error ? error : new Error(String(error))) }),
+    purges: createRedisPurgeBus({
+      client,
+      subscriber,
+      channel: `${prefix}:purge`,
+      onError: (error) => onError(error instanceof Error ? error : new Error(String(error))),
+    }),
     redisState: () => health.state(),
     footprint: () => [{ tier: 'l1', ...l1.footprint() }],
     redisDownSeconds: watchRedisDowntime(client),
@@ -206,19 +233,29 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
 /** The operator state's own connections: commands may take longer than a cache lookup's 100 ms. */
 const CONTROL_COMMAND_TIMEOUT_MS = 1_000;
 
-function createControl(options: ProxyAppOptions, metrics: Metrics): { control: OperatorControl; ready(): Promise<void>; close(): void } {
+function createControl(
+  options: ProxyAppOptions,
+  metrics: Metrics,
+): { control: OperatorControl; ready(): Promise<void>; close(): void } {
   const { config, logger, redis } = options;
   const onError = (error: unknown): void => {
     metrics.redisError('control');
-    logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'operator state not confirmed with Redis');
+    logger.warn(
+      { err: { message: error instanceof Error ? error.message : String(error) } },
+      'operator state not confirmed with Redis',
+    );
   };
   const now = options.now === undefined ? {} : { now: options.now };
   const timing = { syncIntervalMs: config.control.syncInterval * 1000, ...now, onError };
-  if (redis === undefined || !usesRedis(redis)) return { control: createOperatorControl(timing), ready: () => Promise.resolve(), close: () => undefined };
+  if (redis === undefined || !usesRedis(redis))
+    return { control: createOperatorControl(timing), ready: () => Promise.resolve(), close: () => undefined };
   const connection = {
-    ...(redis.controlUrl === undefined ? { url: redis.url, clusterNodes: redis.clusterNodes } : { url: redis.controlUrl }),
+    ...(redis.controlUrl === undefined
+      ? { url: redis.url, clusterNodes: redis.clusterNodes }
+      : { url: redis.controlUrl }),
     commandTimeoutMs: CONTROL_COMMAND_TIMEOUT_MS,
-    onError: (error: Error) => logger.debug({ err: { message: error.message } }, 'operator state redis connection error'),
+    onError: (error: Error) =>
+      logger.debug({ err: { message: error.message } }, 'operator state redis connection error'),
   };
   const client = createRedisClient(connection);
   const subscriber = createRedisClient({ ...connection, subscriber: true });
@@ -250,7 +287,11 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     connections: config.upstream.maxConcurrent,
   });
   const passthrough: Passthrough | undefined = config.upstream.passthrough
-    ? createPassthrough({ url: options.upstreamUrl, timeoutMs: config.upstream.timeout * 1000, maxSockets: config.upstream.maxConcurrent })
+    ? createPassthrough({
+        url: options.upstreamUrl,
+        timeoutMs: config.upstream.timeout * 1000,
+        maxSockets: config.upstream.maxConcurrent,
+      })
     : undefined;
   // Read on each scrape only, once everything below exists.
   const metrics = createMetrics({
@@ -294,7 +335,11 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
             sharedHealth: cache.redis.health,
             commandTimeoutMs: config.redis.commandTimeoutMs,
           },
-    onError: (error) => logger.debug({ err: { message: error instanceof Error ? error.message : String(error) } }, 'upstream budget error'),
+    onError: (error) =>
+      logger.debug(
+        { err: { message: error instanceof Error ? error.message : String(error) } },
+        'upstream budget error',
+      ),
     onRedisFailure: () => metrics.redisError('budget'),
   });
   const reads = createReadService({
@@ -334,10 +379,16 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     perCompany: config.rateLimit.perCompany,
     replicas: config.rateLimit.replicas,
     // Its own breaker: a slow limit decision must not make the cache skip Redis as well.
-    redis: cache.redis === undefined ? undefined : { ...cache.redis, health: new RedisHealth(cache.redis.client, { onFailure: () => metrics.redisError('limits') }), timeoutMs: config.redis.commandTimeoutMs },
+    redis:
+      cache.redis === undefined
+        ? undefined
+        : {
+            ...cache.redis,
+            health: new RedisHealth(cache.redis.client, { onFailure: () => metrics.redisError('limits') }),
+            timeoutMs: config.redis.commandTimeoutMs,
+          },
     ...(options.now !== undefined && { now: options.now }),
   });
-
 
   const requestLog = createRequestLog(logger);
   const dataPlane = createDataPlane({
@@ -350,7 +401,16 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     metrics,
     yieldUnknownResources: passthrough !== undefined,
     // The message and the stack's first frames: a library error may carry a payload or a key.
-    onDefect: (error) => logger.error({ err: { message: error instanceof Error ? error.message : String(error), stack: error instanceof Error ? error.stack?.split('\n').slice(0, 4).join('\n') : undefined } }, 'defect'),
+    onDefect: (error) =>
+      logger.error(
+        {
+          err: {
+            message: error instanceof Error ? error.message : String(error),
+            stack: error instanceof Error ? error.stack?.split('\n').slice(0, 4).join('\n') : undefined,
+          },
+        },
+        'defect',
+      ),
   });
   // One request-log middleware for both Express planes.
   const httpLog = createHttpLog(logger);
@@ -387,7 +447,9 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           // the load balancer to the replicas that can (README, "Scaling out").
           const { ageMs } = control.status();
           const maxStaleness = currentConfig.control.maxStaleness;
-          return phase === 'ready' && maxStaleness > 0 && ageMs !== undefined && ageMs > maxStaleness * 1000 ? 'stale' : phase;
+          return phase === 'ready' && maxStaleness > 0 && ageMs !== undefined && ageMs > maxStaleness * 1000
+            ? 'stale'
+            : phase;
         },
         components() {
           const status = control.status();
@@ -395,7 +457,11 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
             upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`,
             cache: cache.store.kind,
             redis: cache.redisState(),
-            operator_state: { shared: status.shared, entries: status.entries, ...(status.ageMs !== undefined && { age_seconds: Math.floor(status.ageMs / 1000) }) },
+            operator_state: {
+              shared: status.shared,
+              entries: status.entries,
+              ...(status.ageMs !== undefined && { age_seconds: Math.floor(status.ageMs / 1000) }),
+            },
           };
         },
       },
@@ -404,7 +470,14 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       operator:
         options.adminToken === undefined
           ? undefined
-          : { token: options.adminToken, config: () => currentConfig, policies, reads, control, ...(options.now !== undefined && { now: options.now }) },
+          : {
+              token: options.adminToken,
+              config: () => currentConfig,
+              policies,
+              reads,
+              control,
+              ...(options.now !== undefined && { now: options.now }),
+            },
     }),
     serverLogs,
   );
@@ -420,7 +493,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     async listen(listen) {
       // The admin port first: an orchestrator's readiness probe sees 503 `starting`, not nothing,
       // while the start waits (boundedly) for Redis and reads the shared operator state.
-      const adminPort = listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
+      const adminPort =
+        listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
       if (adminPort !== undefined) listen.onAdminListening?.(adminPort);
       await Promise.all([cache.ready(), operatorState.ready()]);
       await control.sync();
@@ -433,13 +507,23 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       // The cache policies (run-time overrides stay on top), and the upstream budget's limits,
       // written to Redis for every replica.
       policies.setConfig(file.cache);
-      if (file.upstream.maxConcurrent !== currentConfig.upstream.maxConcurrent || file.upstream.maxPerSecond !== currentConfig.upstream.maxPerSecond) {
-        void budget.apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond }).catch((error: unknown) => {
-          logger.warn({ err: { message: error instanceof Error ? error.message : String(error) } }, 'the new upstream budget applies on this replica only: Redis is unavailable');
-        });
+      if (
+        file.upstream.maxConcurrent !== currentConfig.upstream.maxConcurrent ||
+        file.upstream.maxPerSecond !== currentConfig.upstream.maxPerSecond
+      ) {
+        void budget
+          .apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond })
+          .catch((error: unknown) => {
+            logger.warn(
+              { err: { message: error instanceof Error ? error.message : String(error) } },
+              'the new upstream budget applies on this replica only: Redis is unavailable',
+            );
+          });
       }
       currentConfig = file;
-      return changed.filter((path) => !RELOADABLE.some((reloadable) => path === reloadable || path.startsWith(`${reloadable}.`)));
+      return changed.filter(
+        (path) => !RELOADABLE.some((reloadable) => path === reloadable || path.startsWith(`${reloadable}.`)),
+      );
     },
     async close(closeOptions = {}) {
       // Readiness fails first; the API port serves on through the delay (the load balancer's

@@ -8,7 +8,7 @@ import type { KeySourceOptions } from './auth/key-source.js';
 import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from './cli/command-line.js';
 import { bannerLines, startFacts } from './cli/start-banner.js';
 import { type Config, ConfigError, DEFAULT_CONFIG_FILE, loadConfig, shutdownPlan } from './config/load.js';
-import { createProxyApp } from './app.js';
+import { type ProxyApp, createProxyApp } from './app.js';
 import { DEV_SECRET, mintDevToken } from './dev/dev-credentials.js';
 import { createLogger } from './observability/logger.js';
 import { type Sandbox, createSandbox } from './sandbox/server.js';
@@ -53,7 +53,9 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
-  parseCommandLine(PROXY_COMMAND, (args) => parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }));
+  parseCommandLine(PROXY_COMMAND, (args) =>
+    parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }),
+  );
   let config: Config;
   try {
     config = loadConfig(process.env);
@@ -77,7 +79,7 @@ async function main(): Promise<void> {
     fail(`UPSTREAM_URL is set, so tokens must be verified with a real key: set ${KEY_VARIABLES}.`);
   }
 
-  let app;
+  let app: ProxyApp;
   try {
     app = await createProxyApp({
       upstreamUrl,
@@ -86,13 +88,17 @@ async function main(): Promise<void> {
       audience: config.env.jwtAudience,
       config: config.file,
       logger,
-      redis: { url: config.env.redisUrl, clusterNodes: config.env.redisClusterNodes, controlUrl: config.env.controlRedisUrl },
+      redis: {
+        url: config.env.redisUrl,
+        clusterNodes: config.env.redisClusterNodes,
+        controlUrl: config.env.controlRedisUrl,
+      },
       adminToken: config.env.adminToken,
     });
   } catch (error) {
     fail(`cannot start: ${error instanceof Error ? error.message : String(error)}`);
   }
-  let ports;
+  let ports: Awaited<ReturnType<ProxyApp['listen']>>;
   try {
     ports = await app.listen({
       port: config.env.port,
@@ -102,7 +108,11 @@ async function main(): Promise<void> {
     });
   } catch (error) {
     const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
-    fail(code === 'EADDRINUSE' ? `a port is already in use: set PORT (${config.env.port}) or ADMIN_PORT (${config.env.adminPort})` : `cannot listen: ${String(error)}`);
+    fail(
+      code === 'EADDRINUSE'
+        ? `a port is already in use: set PORT (${config.env.port}) or ADMIN_PORT (${config.env.adminPort})`
+        : `cannot listen: ${String(error)}`,
+    );
   }
 
   const facts = startFacts({
@@ -125,7 +135,7 @@ async function main(): Promise<void> {
           })
         : undefined;
     process.stdout.write(
-      [
+      `${[
         '',
         ...bannerLines(facts),
         ...(token === undefined
@@ -137,7 +147,7 @@ async function main(): Promise<void> {
               `  curl -s -H 'Authorization: Bearer ${token}' '${facts.url}/api/slab/v1/operations/receipts?per_page=2'`,
             ]),
         '',
-      ].join('\n') + '\n',
+      ].join('\n')}\n`,
     );
   } else {
     const { url: _url, ...fields } = facts;
@@ -173,7 +183,10 @@ async function main(): Promise<void> {
     try {
       next = loadConfig(process.env);
     } catch (error) {
-      logger.error({ err: { message: error instanceof Error ? error.message : String(error) } }, 'config reload refused; the running settings stay');
+      logger.error(
+        { err: { message: error instanceof Error ? error.message : String(error) } },
+        'config reload refused; the running settings stay',
+      );
       return;
     }
     const needsRestart = app.reload(next.file);
@@ -182,7 +195,10 @@ async function main(): Promise<void> {
   // A library that leaks a rejected promise (bottleneck's scripts during a Redis outage can) must
   // not stop a proxy that is serving: logged, loudly, instead of Node's default exit.
   process.on('unhandledRejection', (reason) => {
-    logger.error({ err: { message: reason instanceof Error ? reason.message : String(reason) } }, 'unhandled rejection');
+    logger.error(
+      { err: { message: reason instanceof Error ? reason.message : String(reason) } },
+      'unhandled rejection',
+    );
   });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

@@ -64,7 +64,9 @@ export function childPids(pid: number): number[] {
 /** A process's command line as shown by ps (nginx renames its processes, e.g. "nginx: worker process"). */
 export function commandLine(pid: number): string {
   try {
-    return readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+    return readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8')
+      .replaceAll('\0', ' ')
+      .trim();
   } catch {
     return '';
   }

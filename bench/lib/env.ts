@@ -4,9 +4,11 @@
 export function envInt(name: string, fallback: number, min: number, max: number): number {
   const text = process.env[name];
   if (text === undefined || text === '') return fallback;
-  if (!/^-?[0-9]{1,9}$/.test(text)) throw new TypeError(`${name} must be an integer from ${String(min)} to ${String(max)}`);
+  if (!/^-?[0-9]{1,9}$/.test(text))
+    throw new TypeError(`${name} must be an integer from ${String(min)} to ${String(max)}`);
   const value = Number(text);
-  if (value < min || value > max) throw new TypeError(`${name} must be an integer from ${String(min)} to ${String(max)}`);
+  if (value < min || value > max)
+    throw new TypeError(`${name} must be an integer from ${String(min)} to ${String(max)}`);
   return value;
 }
 

@@ -22,21 +22,39 @@ export function say(line = ''): void {
 export type Align = 'left' | 'right';
 
 /** A console table: columns padded to their widest cell, indented by two spaces. */
-export function textTable(header: readonly string[], rows: readonly (readonly string[])[], align: readonly Align[] = []): string[] {
+export function textTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+  align: readonly Align[] = [],
+): string[] {
   const widths = header.map((h, column) => Math.max(h.length, ...rows.map((row) => (row[column] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     `  ${cells
-      .map((cell, column) => ((align[column] ?? (column === 0 ? 'left' : 'right')) === 'left' ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0)))
+      .map((cell, column) =>
+        (align[column] ?? (column === 0 ? 'left' : 'right')) === 'left'
+          ? cell.padEnd(widths[column] ?? 0)
+          : cell.padStart(widths[column] ?? 0),
+      )
       .join('  ')
       .trimEnd()}`;
   return [line(header), ...rows.map(line)];
 }
 
 /** A Markdown table; the first column left-aligned, the others right-aligned unless told. */
-export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[], align: readonly Align[] = []): string[] {
-  const escape = (cell: string): string => cell.replaceAll('|', '\\|');
-  const rule = header.map((_, column) => ((align[column] ?? (column === 0 ? 'left' : 'right')) === 'left' ? '---' : '---:'));
-  return [`| ${header.map(escape).join(' | ')} |`, `|${rule.join('|')}|`, ...rows.map((row) => `| ${row.map(escape).join(' | ')} |`)];
+export function markdownTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+  align: readonly Align[] = [],
+): string[] {
+  const escapeCell = (cell: string): string => cell.replaceAll('|', '\\|');
+  const rule = header.map((_, column) =>
+    (align[column] ?? (column === 0 ? 'left' : 'right')) === 'left' ? '---' : '---:',
+  );
+  return [
+    `| ${header.map(escapeCell).join(' | ')} |`,
+    `|${rule.join('|')}|`,
+    ...rows.map((row) => `| ${row.map(escapeCell).join(' | ')} |`),
+  ];
 }
 
 /**
@@ -45,10 +63,19 @@ export function markdownTable(header: readonly string[], rows: readonly (readonl
  */
 export function runStamp(command: string, details: readonly string[] = [], when: Date = new Date()): string {
   const cores = cpus().length;
-  return [`\`${command}\``, when.toISOString().slice(0, 10), `${cores} ${cores === 1 ? 'core' : 'cores'}`, ...details].join(', ');
+  return [
+    `\`${command}\``,
+    when.toISOString().slice(0, 10),
+    `${cores} ${cores === 1 ? 'core' : 'cores'}`,
+    ...details,
+  ].join(', ');
 }
 
 /** The block a person pastes into the README: fenced by two marker lines that say so. */
 export function readmeBlock(section: string, lines: readonly string[]): string[] {
-  return [`── paste into the README's "${section}" section ──`, ...lines, `── end of the README's "${section}" lines ──`];
+  return [
+    `── paste into the README's "${section}" section ──`,
+    ...lines,
+    `── end of the README's "${section}" lines ──`,
+  ];
 }

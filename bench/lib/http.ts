@@ -28,7 +28,8 @@ export async function waitReady(launched: Launched, adminUrl: string, options: R
   const deadline = Date.now() + options.timeoutMs;
   let last = 'no answer';
   while (Date.now() < deadline) {
-    if (launched.hasExited()) throw new Error(`${launched.name} exited at start; stderr: ${launched.errors().slice(-800)}`);
+    if (launched.hasExited())
+      throw new Error(`${launched.name} exited at start; stderr: ${launched.errors().slice(-800)}`);
     try {
       const response = await fetch(`${adminUrl}/readyz`);
       const body = await response.text();
@@ -39,7 +40,9 @@ export async function waitReady(launched: Launched, adminUrl: string, options: R
     }
     await delay(50);
   }
-  throw new Error(`${launched.name}: not ready after ${String(options.timeoutMs)} ms (last /readyz: ${last}); stderr: ${launched.errors().slice(-800)}`);
+  throw new Error(
+    `${launched.name}: not ready after ${String(options.timeoutMs)} ms (last /readyz: ${last}); stderr: ${launched.errors().slice(-800)}`,
+  );
 }
 
 function redisOk(body: string): boolean {
@@ -52,7 +55,12 @@ function redisOk(body: string): boolean {
 }
 
 /** The sandbox's control API (it runs with SANDBOX_CONTROL=1). */
-export async function sandboxControl(sandboxUrl: string, method: string, action: string, body?: unknown): Promise<unknown> {
+export async function sandboxControl(
+  sandboxUrl: string,
+  method: string,
+  action: string,
+  body?: unknown,
+): Promise<unknown> {
   const response = await fetch(`${sandboxUrl}/__sandbox/${action}`, {
     method,
     ...(body !== undefined && { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } }),
@@ -71,11 +79,13 @@ export interface SandboxStats {
 
 export async function sandboxStats(sandboxUrl: string): Promise<SandboxStats> {
   const value = await sandboxControl(sandboxUrl, 'GET', 'stats');
-  if (typeof value !== 'object' || value === null || !('served' in value) || typeof value.served !== 'number') throw new Error('sandbox stats: unexpected shape');
+  if (typeof value !== 'object' || value === null || !('served' in value) || typeof value.served !== 'number')
+    throw new Error('sandbox stats: unexpected shape');
   const inFlight = 'inFlight' in value && typeof value.inFlight === 'number' ? value.inFlight : 0;
   const byTarget: Record<string, number> = {};
   if ('byTarget' in value && typeof value.byTarget === 'object' && value.byTarget !== null) {
-    for (const [target, count] of Object.entries(value.byTarget)) if (typeof count === 'number') byTarget[target] = count;
+    for (const [target, count] of Object.entries(value.byTarget))
+      if (typeof count === 'number') byTarget[target] = count;
   }
   return { served: value.served, inFlight, byTarget };
 }

@@ -40,7 +40,10 @@ export function renderNginxConfig(template: string, settings: NginxSettings): st
 /** nginx's path and version, or what to install. */
 export async function findNginx(): Promise<{ path: string; version: string } | { missing: string }> {
   const path = commandPath('nginx');
-  if (path === undefined) return { missing: 'nginx is not installed (Debian: apt-get install nginx): the nginx proxy_cache anchor is skipped' };
+  if (path === undefined)
+    return {
+      missing: 'nginx is not installed (Debian: apt-get install nginx): the nginx proxy_cache anchor is skipped',
+    };
   const probe = launch('nginx -v', path, ['-v'], { env: { PATH: process.env.PATH ?? '' }, stdout: 'pipe' });
   await probe.exited;
   return { path, version: /nginx\/(\S+)/.exec(`${probe.output()} ${probe.errors()}`)?.[1] ?? 'unknown' };
@@ -53,21 +56,33 @@ export interface NginxCache {
   workerPids(): number[];
 }
 
-export async function startNginxCache(nginxPath: string, options: { dir: string; originUrl: string; cpu?: number }): Promise<NginxCache> {
+export async function startNginxCache(
+  nginxPath: string,
+  options: { dir: string; originUrl: string; cpu?: number },
+): Promise<NginxCache> {
   mkdirSync(join(options.dir, 'cache'), { recursive: true });
   const port = await freePort();
   const config = join(options.dir, 'nginx.conf');
-  writeFileSync(config, renderNginxConfig(readFileSync(NGINX_TEMPLATE, 'utf8'), { dir: options.dir, port, originPort: Number(new URL(options.originUrl).port) }));
+  writeFileSync(
+    config,
+    renderNginxConfig(readFileSync(NGINX_TEMPLATE, 'utf8'), {
+      dir: options.dir,
+      port,
+      originPort: Number(new URL(options.originUrl).port),
+    }),
+  );
   const launched = launch('nginx', nginxPath, ['-p', options.dir, '-c', config], {
     env: { PATH: process.env.PATH ?? '' },
     ...(options.cpu !== undefined && { cpu: options.cpu }),
     stdout: 'pipe',
   });
   const url = `http://127.0.0.1:${String(port)}`;
-  const workerPids = (): number[] => childPids(launched.pid).filter((pid) => commandLine(pid).includes('worker process'));
+  const workerPids = (): number[] =>
+    childPids(launched.pid).filter((pid) => commandLine(pid).includes('worker process'));
   const deadline = Date.now() + 10_000;
   for (;;) {
-    if (launched.hasExited()) throw new Error(`nginx exited at start: ${launched.errors().slice(-800)} ${readLog(options.dir)}`);
+    if (launched.hasExited())
+      throw new Error(`nginx exited at start: ${launched.errors().slice(-800)} ${readLog(options.dir)}`);
     const ready = await fetch(`${url}/`).then(
       async (response) => {
         await response.arrayBuffer();
@@ -94,7 +109,9 @@ function readLog(dir: string): string {
 export async function warmNginx(url: string, paths: readonly string[]): Promise<void> {
   for (const path of paths) {
     let status = '';
-    for (let attempt = 0; attempt < 3 && status !== 'HIT'; attempt++) status = (await get(`${url}${path}`)).headers.get('x-cache-status') ?? '';
-    if (status !== 'HIT') throw new Error(`nginx does not answer ${path} from its cache (X-Cache-Status: ${status || 'none'})`);
+    for (let attempt = 0; attempt < 3 && status !== 'HIT'; attempt++)
+      status = (await get(`${url}${path}`)).headers.get('x-cache-status') ?? '';
+    if (status !== 'HIT')
+      throw new Error(`nginx does not answer ${path} from its cache (X-Cache-Status: ${status || 'none'})`);
   }
 }

@@ -29,7 +29,11 @@ export const CLIENT_CPU = 1;
 export function commandPath(name: string): string | undefined {
   if (!/^[A-Za-z0-9_.-]+$/.test(name)) throw new TypeError(`not a command name: ${name}`);
   try {
-    const found = execFileSync('sh', ['-c', `command -v ${name} || { [ -x /usr/sbin/${name} ] && echo /usr/sbin/${name}; }`], { encoding: 'utf8' }).trim();
+    const found = execFileSync(
+      'sh',
+      ['-c', `command -v ${name} || { [ -x /usr/sbin/${name} ] && echo /usr/sbin/${name}; }`],
+      { encoding: 'utf8' },
+    ).trim();
     return found === '' ? undefined : found;
   } catch {
     return undefined;
@@ -123,7 +127,10 @@ export function launch(name: string, command: string, args: readonly string[], o
     errors: () => err,
     waitForLine(pattern, timeoutMs) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${name}: not ready after ${String(timeoutMs)} ms; stderr: ${err.slice(-800)}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`${name}: not ready after ${String(timeoutMs)} ms; stderr: ${err.slice(-800)}`)),
+          timeoutMs,
+        );
         const check = (): void => {
           const match = out.match(pattern);
           if (match !== null) {
@@ -205,9 +212,11 @@ export function runProgram(name: string, main: () => Promise<number>): void {
       void stopEverything().finally(() => process.exit(130));
     });
   }
-  main()
+  void main()
     .catch((error: unknown) => {
-      process.stderr.write(`${name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.stderr.write(
+        `${name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      );
       return 1;
     })
     .then(async (code) => {

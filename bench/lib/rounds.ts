@@ -24,7 +24,12 @@ export interface Round {
 
 export type LoadRunner = (spec: LoadSpec, label: string) => Promise<LoadResult>;
 
-export async function measureRound(server: MeasuredServer, spec: LoadSpec, run: LoadRunner, label: string): Promise<Round> {
+export async function measureRound(
+  server: MeasuredServer,
+  spec: LoadSpec,
+  run: LoadRunner,
+  label: string,
+): Promise<Round> {
   const pids = server.pids();
   const before = cpuUsOf(pids);
   const load = await run(spec, label);

@@ -16,7 +16,8 @@ const PATH = process.env.PATH ?? '';
 /** The compiled proxy and sandbox must exist (`npm run bench` and `npm run loadtest` build them). */
 export function requireBuild(): void {
   for (const file of ['dist/main.js', 'dist/sandbox/main.js']) {
-    if (!existsSync(join(ROOT, file))) throw new Error(`${file} is missing: run \`npm run build\` first (npm run bench and npm run loadtest do)`);
+    if (!existsSync(join(ROOT, file)))
+      throw new Error(`${file} is missing: run \`npm run build\` first (npm run bench and npm run loadtest do)`);
   }
 }
 
@@ -45,15 +46,22 @@ async function redisServerVersion(): Promise<string> {
 }
 
 /** One `redis-server` on a free port, no persistence. */
-export async function startRedisServer(cpu?: number): Promise<RedisTopology & { readonly launched: Launched; readonly url: string }> {
+export async function startRedisServer(
+  cpu?: number,
+): Promise<RedisTopology & { readonly launched: Launched; readonly url: string }> {
   const version = await redisServerVersion();
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
-    const launched = launch('redis-server', 'redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no'], {
-      env: { PATH },
-      ...(cpu !== undefined && { cpu }),
-      stdout: 'pipe',
-    });
+    const launched = launch(
+      'redis-server',
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no'],
+      {
+        env: { PATH },
+        ...(cpu !== undefined && { cpu }),
+        stdout: 'pipe',
+      },
+    );
     try {
       await launched.waitForLine(/Ready to accept connections/, 10_000);
     } catch (error) {
@@ -61,14 +69,22 @@ export async function startRedisServer(cpu?: number): Promise<RedisTopology & { 
       continue;
     }
     const url = `redis://127.0.0.1:${String(port)}`;
-    return { launched, mode: 'single', env: { REDIS_URL: url }, url, nodes: [`127.0.0.1:${String(port)}`], description: `redis-server ${version}, one node` };
+    return {
+      launched,
+      mode: 'single',
+      env: { REDIS_URL: url },
+      url,
+      nodes: [`127.0.0.1:${String(port)}`],
+      description: `redis-server ${version}, one node`,
+    };
   }
 }
 
 /** A real Redis Cluster (3 masters, 3 replicas) on free ports, stopped when the run ends. */
 export async function startRedisClusterTopology(): Promise<RedisTopology> {
   const version = await redisServerVersion();
-  if (commandPath('redis-cli') === undefined) throw new Error('redis-cli is not installed (Debian: apt-get install redis-tools)');
+  if (commandPath('redis-cli') === undefined)
+    throw new Error('redis-cli is not installed (Debian: apt-get install redis-tools)');
   const cluster = await startRedisCluster();
   onCleanup(() => cluster.stop());
   const masters = (await cluster.masters()).length;
@@ -153,7 +169,11 @@ export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
 }
 
 /** The bare `node:http` server that answers `pages` (path → bytes) with two headers. */
-export async function startBaseline(name: string, pagesFile: string, cpu?: number): Promise<{ launched: Launched; url: string }> {
+export async function startBaseline(
+  name: string,
+  pagesFile: string,
+  cpu?: number,
+): Promise<{ launched: Launched; url: string }> {
   const launched = launch(name, process.execPath, [join(ROOT, 'dist-bench', 'bench', 'baseline-server.js')], {
     env: { PATH, BASELINE_PAGES: pagesFile, BASELINE_PORT: '0' },
     ...(cpu !== undefined && { cpu }),
@@ -167,12 +187,16 @@ export async function startBaseline(name: string, pagesFile: string, cpu?: numbe
 /** How many pages a baseline server has served (nginx's origin: its cache misses). */
 export async function baselineServed(url: string): Promise<number> {
   const value: unknown = JSON.parse((await get(`${url}${SERVED_PATH}`)).body.toString('utf8'));
-  if (typeof value !== 'object' || value === null || !('served' in value) || typeof value.served !== 'number') throw new Error('baseline: unexpected served count');
+  if (typeof value !== 'object' || value === null || !('served' in value) || typeof value.served !== 'number')
+    throw new Error('baseline: unexpected served count');
   return value.served;
 }
 
 /** Checks that a server answers `path` with exactly `body`. */
 export async function expectBytes(name: string, url: string, body: Buffer): Promise<void> {
   const check = await get(url);
-  if (check.status !== 200 || !check.body.equals(body)) throw new Error(`${name} does not serve the page bytes: ${String(check.status)}, ${String(check.body.length)} bytes vs ${String(body.length)}`);
+  if (check.status !== 200 || !check.body.equals(body))
+    throw new Error(
+      `${name} does not serve the page bytes: ${String(check.status)}, ${String(check.body.length)} bytes vs ${String(body.length)}`,
+    );
 }

@@ -28,7 +28,7 @@ function bucketOf(us: number): number {
 }
 
 /** The middle of a bucket's range, µs. */
-function valueOf(bucket: number): number {
+function bucketValue(bucket: number): number {
   if (bucket < EXACT_BELOW) return bucket;
   const offset = bucket - EXACT_BELOW;
   const shift = Math.floor(offset / HALF) + 1;
@@ -74,7 +74,7 @@ export class LatencyHistogram {
     let seen = 0;
     for (let bucket = 0; bucket < BUCKETS; bucket++) {
       seen += this.#counts[bucket] ?? 0;
-      if (seen >= rank) return Math.min(valueOf(bucket), this.#maxUs) / 1000;
+      if (seen >= rank) return Math.min(bucketValue(bucket), this.#maxUs) / 1000;
     }
     return this.#maxUs / 1000;
   }

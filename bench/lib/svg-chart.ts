@@ -5,7 +5,12 @@
  */
 
 export function escapeHtml(text: string): string {
-  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&#39;');
+  return text
+    .replaceAll('&', '&amp;')
+    .replaceAll('<', '&lt;')
+    .replaceAll('>', '&gt;')
+    .replaceAll('"', '&quot;')
+    .replaceAll("'", '&#39;');
 }
 
 export interface Series {
@@ -65,14 +70,24 @@ export function lineChart(options: LineChartOptions): string {
   );
   parts.push(`<text x="${String(margin.left)}" y="18" ${FONT} font-weight="600">${escapeHtml(options.title)}</text>`);
   for (let y = 0; y <= yMax + yStep / 2; y += yStep) {
-    parts.push(`<line x1="${String(margin.left)}" x2="${String(width - margin.right)}" y1="${sy(y).toFixed(1)}" y2="${sy(y).toFixed(1)}" stroke="#e3e3e3"/>`);
-    parts.push(`<text x="${String(margin.left - 6)}" y="${(sy(y) + 4).toFixed(1)}" text-anchor="end" ${FONT} fill="#555">${tickLabel(y)}</text>`);
+    parts.push(
+      `<line x1="${String(margin.left)}" x2="${String(width - margin.right)}" y1="${sy(y).toFixed(1)}" y2="${sy(y).toFixed(1)}" stroke="#e3e3e3"/>`,
+    );
+    parts.push(
+      `<text x="${String(margin.left - 6)}" y="${(sy(y) + 4).toFixed(1)}" text-anchor="end" ${FONT} fill="#555">${tickLabel(y)}</text>`,
+    );
   }
   for (let x = 0; x <= xMax + xStep / 2; x += xStep) {
-    parts.push(`<line x1="${sx(x).toFixed(1)}" x2="${sx(x).toFixed(1)}" y1="${String(margin.top + plotHeight)}" y2="${String(margin.top + plotHeight + 4)}" stroke="#999"/>`);
-    parts.push(`<text x="${sx(x).toFixed(1)}" y="${String(margin.top + plotHeight + 17)}" text-anchor="middle" ${FONT} fill="#555">${tickLabel(x)}</text>`);
+    parts.push(
+      `<line x1="${sx(x).toFixed(1)}" x2="${sx(x).toFixed(1)}" y1="${String(margin.top + plotHeight)}" y2="${String(margin.top + plotHeight + 4)}" stroke="#999"/>`,
+    );
+    parts.push(
+      `<text x="${sx(x).toFixed(1)}" y="${String(margin.top + plotHeight + 17)}" text-anchor="middle" ${FONT} fill="#555">${tickLabel(x)}</text>`,
+    );
   }
-  parts.push(`<line x1="${String(margin.left)}" x2="${String(width - margin.right)}" y1="${String(margin.top + plotHeight)}" y2="${String(margin.top + plotHeight)}" stroke="#999"/>`);
+  parts.push(
+    `<line x1="${String(margin.left)}" x2="${String(width - margin.right)}" y1="${String(margin.top + plotHeight)}" y2="${String(margin.top + plotHeight)}" stroke="#999"/>`,
+  );
   parts.push(
     `<text x="${String(margin.left + plotWidth / 2)}" y="${String(height - 6)}" text-anchor="middle" ${FONT} fill="#555">${escapeHtml(options.xLabel ?? 'seconds')}</text>`,
     `<text transform="translate(14 ${String(margin.top + plotHeight / 2)}) rotate(-90)" text-anchor="middle" ${FONT} fill="#555">${escapeHtml(options.yLabel)}</text>`,
@@ -93,7 +108,9 @@ export function lineChart(options: LineChartOptions): string {
     );
     // A lone point draws no line: mark it.
     if (points.length === 1 && points[0] !== undefined) {
-      parts.push(`<circle cx="${sx(points[0][0]).toFixed(1)}" cy="${sy(points[0][1]).toFixed(1)}" r="3" fill="${escapeHtml(series.color)}"/>`);
+      parts.push(
+        `<circle cx="${sx(points[0][0]).toFixed(1)}" cy="${sy(points[0][1]).toFixed(1)}" r="3" fill="${escapeHtml(series.color)}"/>`,
+      );
     }
   }
   parts.push('</svg>');

@@ -21,7 +21,9 @@ export interface BreakdownInput {
 export async function runBreakdown(input: BreakdownInput): Promise<BreakdownReport> {
   if (input.pinned) pin(process.pid, SERVER_CPU);
   try {
-    say(`where a hit's microseconds go (in-process, real modules of src/, CPU ${input.pinned ? String(SERVER_CPU) : 'any'}; bench/hit-breakdown.ts)`);
+    say(
+      `where a hit's microseconds go (in-process, real modules of src/, CPU ${input.pinned ? String(SERVER_CPU) : 'any'}; bench/hit-breakdown.ts)`,
+    );
     const report = await runHitBreakdown({
       redisUrl: input.redisUrl,
       secret: input.secret,

@@ -37,15 +37,35 @@ async function storm(proxyUrls: readonly string[], path: string, authorization: 
       const index = i % proxyUrls.length;
       const target = new URL(path, proxyUrls[index]);
       return new Promise<void>((resolve) => {
-        const req = request({ host: target.hostname, port: target.port, path: `${target.pathname}${target.search}`, agent: agents[index], headers: { authorization } }, (res) => {
-          res.resume();
-          res.on('end', () => {
-            count(statuses, String(res.statusCode ?? 0));
-            const header = res.headers['cache-status'];
-            count(cache, typeof header !== 'string' ? 'none' : header.includes('collapsed') ? 'collapsed' : header.includes('fwd=miss') ? 'miss (leader)' : header.includes('hit') ? 'hit' : header);
-            resolve();
-          });
-        });
+        const req = request(
+          {
+            host: target.hostname,
+            port: target.port,
+            path: `${target.pathname}${target.search}`,
+            agent: agents[index],
+            headers: { authorization },
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () => {
+              count(statuses, String(res.statusCode ?? 0));
+              const header = res.headers['cache-status'];
+              count(
+                cache,
+                typeof header !== 'string'
+                  ? 'none'
+                  : header.includes('collapsed')
+                    ? 'collapsed'
+                    : header.includes('fwd=miss')
+                      ? 'miss (leader)'
+                      : header.includes('hit')
+                        ? 'hit'
+                        : header,
+              );
+              resolve();
+            });
+          },
+        );
         req.on('error', (error) => {
           count(statuses, `error ${error.message}`);
           resolve();
@@ -59,7 +79,11 @@ async function storm(proxyUrls: readonly string[], path: string, authorization: 
   return { statuses, cache, ms };
 }
 
-export async function runCoalescing(proxyUrls: readonly string[], sandboxUrl: string, authorization: string): Promise<CoalescingFigures> {
+export async function runCoalescing(
+  proxyUrls: readonly string[],
+  sandboxUrl: string,
+  authorization: string,
+): Promise<CoalescingFigures> {
   const path = `${API_PREFIX}/movements?item_type=slab&movement_type=sale`;
   await sandboxControl(sandboxUrl, 'POST', 'reset');
   await sandboxControl(sandboxUrl, 'PUT', 'faults', { latencyMs: 300, resource: 'movements' });
@@ -70,8 +94,14 @@ export async function runCoalescing(proxyUrls: readonly string[], sandboxUrl: st
     .filter(([target]) => target.startsWith(`${API_PREFIX}/movements`))
     .reduce((sum, [, n]) => sum + n, 0);
   const pass = upstream === TARGET_COALESCED_UPSTREAM && result.statuses['200'] === COLD_REQUESTS;
-  say(`coalescing: ${String(COLD_REQUESTS)} concurrent cold requests for ${path}, alternating between ${String(proxyUrls.length)} proxies, upstream slowed by 300 ms`);
-  say(`  done in ${fmt(result.ms, 0)} ms; statuses ${JSON.stringify(result.statuses)}; Cache-Status ${JSON.stringify(result.cache)}`);
-  say(`  upstream requests for that key: ${String(upstream)} (all upstream requests: ${String(after.served)}) (target ${String(TARGET_COALESCED_UPSTREAM)}): ${verdict(pass)}`);
+  say(
+    `coalescing: ${String(COLD_REQUESTS)} concurrent cold requests for ${path}, alternating between ${String(proxyUrls.length)} proxies, upstream slowed by 300 ms`,
+  );
+  say(
+    `  done in ${fmt(result.ms, 0)} ms; statuses ${JSON.stringify(result.statuses)}; Cache-Status ${JSON.stringify(result.cache)}`,
+  );
+  say(
+    `  upstream requests for that key: ${String(upstream)} (all upstream requests: ${String(after.served)}) (target ${String(TARGET_COALESCED_UPSTREAM)}): ${verdict(pass)}`,
+  );
   return { requests: COLD_REQUESTS, upstream, statuses: result.statuses, pass };
 }

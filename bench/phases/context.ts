@@ -32,6 +32,10 @@ export interface Page {
 }
 
 /** The requests for `pages`, each with its company's token, plus any extra headers. */
-export function requestsFor(pages: readonly Page[], bearer: (company: string) => string, headers: Readonly<Record<string, string>> = {}): LoadRequest[] {
+export function requestsFor(
+  pages: readonly Page[],
+  bearer: (company: string) => string,
+  headers: Readonly<Record<string, string>> = {},
+): LoadRequest[] {
   return pages.map((page) => ({ path: page.path, headers: { authorization: bearer(page.company), ...headers } }));
 }

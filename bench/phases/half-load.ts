@@ -16,13 +16,24 @@ export interface HalfLoadFigures {
   readonly rate: number;
   readonly rounds: number;
   /** Medians over the rounds, by target name. */
-  readonly byTarget: ReadonlyMap<string, { readonly p50Ms: number; readonly p99Ms: number; readonly p999Ms: number; readonly usPerRequest: number; readonly all: readonly Round[] }>;
+  readonly byTarget: ReadonlyMap<
+    string,
+    {
+      readonly p50Ms: number;
+      readonly p99Ms: number;
+      readonly p999Ms: number;
+      readonly usPerRequest: number;
+      readonly all: readonly Round[];
+    }
+  >;
 }
 
 export async function runHalfLoad(ctx: BenchContext, input: HitPhaseInput, rate: number): Promise<HalfLoadFigures> {
   const rounds = Math.max(1, Math.ceil(ctx.settings.rounds / 2));
   const { seconds, connections } = ctx.settings;
-  say(`half load: ${fmtInt(rate)} req/s offered to each target (half the proxy's median over 50 pages), ${String(rounds)} rotated rounds × ${String(seconds)} s, paced open loop`);
+  say(
+    `half load: ${fmtInt(rate)} req/s offered to each target (half the proxy's median over 50 pages), ${String(rounds)} rotated rounds × ${String(seconds)} s, paced open loop`,
+  );
   const run = (spec: LoadSpec, label: string): Promise<LoadResult> => runPacedLoad(spec, ctx.workDir, label);
   const measured = new Map<string, Round[]>(input.targets.map((t) => [t.name, []]));
   const width = Math.max(...input.targets.map((t) => t.name.length));
@@ -30,13 +41,21 @@ export async function runHalfLoad(ctx: BenchContext, input: HitPhaseInput, rate:
     for (const target of rotation(input.targets, round)) {
       const server = input.servers[target.server];
       if (server === undefined) throw new Error(`${target.name}: its server is not running`);
-      const spec: LoadSpec = { url: server.url, connections, durationSec: seconds, overallRate: rate, requests: requestsFor(input.pages, input.bearer, target.headers) };
+      const spec: LoadSpec = {
+        url: server.url,
+        connections,
+        durationSec: seconds,
+        overallRate: rate,
+        requests: requestsFor(input.pages, input.bearer, target.headers),
+      };
       const r = await measureRound(server, spec, run, `half-${target.name}-${String(round)}`);
       measured.get(target.name)?.push(r);
       say(
         `  round ${String(round)} ${target.name.padEnd(width)} p50 ${fmt(r.load.p50Ms)} ms  p99 ${fmt(r.load.p99Ms)} ms  p99.9 ${fmt(r.load.p999Ms)} ms  max ${fmt(r.load.maxMs)} ms  ` +
           `${fmt(r.serverUsPerRequest, 1)} µs CPU/req  (generator ticks: p99 gap ${fmt(r.load.tickGapP99Ms ?? Number.NaN)} ms, max ${fmt(r.load.tickGapMaxMs ?? Number.NaN)} ms)` +
-          (r.load.unexpected + r.load.errors > 0 ? `  unexpected ${String(r.load.unexpected)} errors ${String(r.load.errors)}` : ''),
+          (r.load.unexpected + r.load.errors > 0
+            ? `  unexpected ${String(r.load.unexpected)} errors ${String(r.load.errors)}`
+            : ''),
       );
     }
   }
@@ -53,8 +72,16 @@ export async function runHalfLoad(ctx: BenchContext, input: HitPhaseInput, rate:
     ]),
   );
   say();
-  const rows = [...byTarget].map(([name, f]) => [name, fmt(f.p50Ms), fmt(f.p99Ms), fmt(f.p999Ms), fmt(f.usPerRequest, 1)]);
+  const rows = [...byTarget].map(([name, f]) => [
+    name,
+    fmt(f.p50Ms),
+    fmt(f.p99Ms),
+    fmt(f.p999Ms),
+    fmt(f.usPerRequest, 1),
+  ]);
   for (const line of textTable(['target (medians)', 'p50 ms', 'p99 ms', 'p99.9 ms', 'µs CPU/req'], rows)) say(line);
-  say("  the bare server's p99 at the same rate is this machine's floor; a late generator tick sends its overdue requests as one burst.");
+  say(
+    "  the bare server's p99 at the same rate is this machine's floor; a late generator tick sends its overdue requests as one burst.",
+  );
   return { rate, rounds, byTarget };
 }

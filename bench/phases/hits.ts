@@ -7,7 +7,15 @@
  */
 import { fmt, fmtInt, say, spread, textTable } from '../lib/format.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';
-import { type MeasuredServer, type Round, type Summary, measureRound, pairRatios, rotation, summarize } from '../lib/rounds.js';
+import {
+  type MeasuredServer,
+  type Round,
+  type Summary,
+  measureRound,
+  pairRatios,
+  rotation,
+  summarize,
+} from '../lib/rounds.js';
 import { median } from '../lib/stats.js';
 import { type BenchContext, type Page, requestsFor } from './context.js';
 
@@ -56,7 +64,9 @@ export function describeRound(r: Round): string {
   return (
     `${fmtInt(r.load.rps).padStart(7)} req/s  p50 ${fmt(r.load.p50Ms)} ms  p99 ${fmt(r.load.p99Ms)} ms  ` +
     `server CPU ${fmt(r.serverCpuPct, 0)}% (${fmt(r.serverUsPerRequest, 1)} µs/req)  client CPU ${fmt(r.load.clientCpuPct, 0)}%` +
-    (r.load.unexpected + r.load.errors > 0 ? `  unexpected ${String(r.load.unexpected)} errors ${String(r.load.errors)}` : '')
+    (r.load.unexpected + r.load.errors > 0
+      ? `  unexpected ${String(r.load.unexpected)} errors ${String(r.load.errors)}`
+      : '')
   );
 }
 
@@ -74,11 +84,18 @@ export async function runHitPhase(ctx: BenchContext, input: HitPhaseInput): Prom
   if (warmupSeconds > 0) {
     for (const target of input.targets) await run(specFor(target, '50 pages', warmupSeconds), `warmup-${target.name}`);
   }
-  const measured = new Map<string, Record<Workload, Round[]>>(input.targets.map((t) => [t.name, { '50 pages': [], 'one page': [] }]));
+  const measured = new Map<string, Record<Workload, Round[]>>(
+    input.targets.map((t) => [t.name, { '50 pages': [], 'one page': [] }]),
+  );
   for (let round = 1; round <= rounds; round++) {
     for (const workload of WORKLOADS) {
       for (const target of rotation(input.targets, round)) {
-        const r = await measureRound(serverOf(input, target), specFor(target, workload, seconds), run, `${target.name}-${workload}-${String(round)}`);
+        const r = await measureRound(
+          serverOf(input, target),
+          specFor(target, workload, seconds),
+          run,
+          `${target.name}-${workload}-${String(round)}`,
+        );
         measured.get(target.name)?.[workload].push(r);
         say(`  round ${String(round)} ${workload.padEnd(8)} ${target.name.padEnd(width)} ${describeRound(r)}`);
       }
@@ -119,11 +136,31 @@ function printHitTables(figures: HitFigures, bareName: string, rounds: number): 
         spread(summary.rpsByRound, 0),
       ];
     });
-    for (const line of textTable(['target', 'req/s', '× bare', 'pairs', 'p50 ms', 'p99 ms', 'µs CPU/req', 'server CPU', 'client CPU', 'B/answer', 'req/s range'], rows)) say(line);
-    const unexpected = [...figures].filter(([, byWorkload]) => byWorkload[workload].summary.unexpected + byWorkload[workload].summary.errors > 0);
+    for (const line of textTable(
+      [
+        'target',
+        'req/s',
+        '× bare',
+        'pairs',
+        'p50 ms',
+        'p99 ms',
+        'µs CPU/req',
+        'server CPU',
+        'client CPU',
+        'B/answer',
+        'req/s range',
+      ],
+      rows,
+    ))
+      say(line);
+    const unexpected = [...figures].filter(
+      ([, byWorkload]) => byWorkload[workload].summary.unexpected + byWorkload[workload].summary.errors > 0,
+    );
     for (const [name, byWorkload] of unexpected) {
-      say(`  ${name}: ${String(byWorkload[workload].summary.unexpected)} answers with another status, ${String(byWorkload[workload].summary.errors)} errors`);
+      say(
+        `  ${name}: ${String(byWorkload[workload].summary.unexpected)} answers with another status, ${String(byWorkload[workload].summary.errors)} errors`,
+      );
     }
   }
-  say('  (× bare: ratio of the medians; pairs: median of each round\'s ratio to the bare server measured beside it)');
+  say("  (× bare: ratio of the medians; pairs: median of each round's ratio to the bare server measured beside it)");
 }

@@ -11,7 +11,15 @@ import { mintDevToken } from '../../src/dev/dev-credentials.js';
 import { fmt, fmtInt, say, spread, textTable, verdict } from '../lib/format.js';
 import { get } from '../lib/http.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';
-import { type MeasuredServer, type Round, type Summary, measureRound, pairRatios, rotation, summarize } from '../lib/rounds.js';
+import {
+  type MeasuredServer,
+  type Round,
+  type Summary,
+  measureRound,
+  pairRatios,
+  rotation,
+  summarize,
+} from '../lib/rounds.js';
 import { median } from '../lib/stats.js';
 import type { ProxyProcess } from '../lib/services.js';
 import { stop } from '../lib/processes.js';
@@ -58,21 +66,35 @@ export async function runRateLimited(ctx: BenchContext, input: RateLimitedInput)
       `429 path: proxy 3 (CPU ${ctx.pinned ? '0' : 'any'}, started for this phase) with rateLimit.perCredential ${String(ONE_POINT.points)} per ${String(ONE_POINT.duration)} s; ` +
         `token sub ${sub} (company 1), its point spent by one request (${String(spend.status)})`,
     );
-    say(`  the next answer: ${String(refusal.status)} ${refusal.headers.get('content-type') ?? '-'}, Retry-After ${refusal.headers.get('retry-after') ?? '-'}, RateLimit ${refusal.headers.get('ratelimit') ?? '-'}`);
-    say(`  ${String(rounds)} rounds × ${String(seconds)} s, ${String(connections)} connections, the ${String(input.pages.length)} warmed pages with that token, interleaved with the bare server`);
+    say(
+      `  the next answer: ${String(refusal.status)} ${refusal.headers.get('content-type') ?? '-'}, Retry-After ${refusal.headers.get('retry-after') ?? '-'}, RateLimit ${refusal.headers.get('ratelimit') ?? '-'}`,
+    );
+    say(
+      `  ${String(rounds)} rounds × ${String(seconds)} s, ${String(connections)} connections, the ${String(input.pages.length)} warmed pages with that token, interleaved with the bare server`,
+    );
 
     const requests = input.pages.map((p) => ({ path: p.path, headers: { authorization } }));
     const specs = {
-      refused: (durationSec: number): LoadSpec => ({ url: limited.url, connections, durationSec, expectStatus: 429, requests }),
+      refused: (durationSec: number): LoadSpec => ({
+        url: limited.url,
+        connections,
+        durationSec,
+        expectStatus: 429,
+        requests,
+      }),
       bare: (durationSec: number): LoadSpec => ({ url: input.bare.url, connections, durationSec, requests }),
     };
-    const servers: Record<'refused' | 'bare', MeasuredServer> = { refused: { url: limited.url, pids: () => [limited.launched.pid] }, bare: input.bare };
+    const servers: Record<'refused' | 'bare', MeasuredServer> = {
+      refused: { url: limited.url, pids: () => [limited.launched.pid] },
+      bare: input.bare,
+    };
     const run = (spec: LoadSpec, label: string): Promise<LoadResult> => ctx.generator.run(spec, ctx.workDir, label);
     if (warmupSeconds > 0) await run(specs.refused(Math.min(warmupSeconds, 1)), 'warmup-429');
 
     const info = new Redis(input.redisUrl, { maxRetriesPerRequest: 1 });
     /** Commands Redis has processed, all clients (INFO is counted by the next INFO: one per reading). */
-    const commands = async (): Promise<number> => Number(/total_commands_processed:(\d+)/.exec(await info.info('stats'))?.[1] ?? Number.NaN);
+    const commands = async (): Promise<number> =>
+      Number(/total_commands_processed:(\d+)/.exec(await info.info('stats'))?.[1] ?? Number.NaN);
     const measured: Record<'refused' | 'bare', Round[]> = { refused: [], bare: [] };
     const redis = { refused: 0, bare: 0 };
     try {
@@ -95,25 +117,62 @@ export async function runRateLimited(ctx: BenchContext, input: RateLimitedInput)
     const other = measured.refused.reduce((sum, r) => sum + r.load.unexpected + r.load.errors, 0);
     const otherStatuses: Record<string, number> = {};
     for (const r of measured.refused) {
-      for (const [status, n] of Object.entries(r.load.statusCodes)) if (status !== '429') otherStatuses[status] = (otherStatuses[status] ?? 0) + n;
+      for (const [status, n] of Object.entries(r.load.statusCodes))
+        if (status !== '429') otherStatuses[status] = (otherStatuses[status] ?? 0) + n;
     }
     const pairRatio = median(pairRatios(measured.refused, measured.bare));
     const pass = other === 0 && answers429 > 0 && refused.usPerRequest < TARGET_US_PER_429;
     say();
     const rows = [
-      ['bare node:http', fmtInt(bare.rps), fmt(bare.p50Ms), fmt(bare.p99Ms), fmt(bare.usPerRequest, 1), `${fmt(bare.clientCpuPct, 0)}%`, spread(bare.rpsByRound, 0)],
-      ['proxy 429s', fmtInt(refused.rps), fmt(refused.p50Ms), fmt(refused.p99Ms), fmt(refused.usPerRequest, 1), `${fmt(refused.clientCpuPct, 0)}%`, spread(refused.rpsByRound, 0)],
+      [
+        'bare node:http',
+        fmtInt(bare.rps),
+        fmt(bare.p50Ms),
+        fmt(bare.p99Ms),
+        fmt(bare.usPerRequest, 1),
+        `${fmt(bare.clientCpuPct, 0)}%`,
+        spread(bare.rpsByRound, 0),
+      ],
+      [
+        'proxy 429s',
+        fmtInt(refused.rps),
+        fmt(refused.p50Ms),
+        fmt(refused.p99Ms),
+        fmt(refused.usPerRequest, 1),
+        `${fmt(refused.clientCpuPct, 0)}%`,
+        spread(refused.rpsByRound, 0),
+      ],
     ];
-    for (const line of textTable([`medians of ${String(rounds)} rounds`, 'req/s', 'p50 ms', 'p99 ms', 'µs CPU/req', 'client CPU', 'req/s range'], rows)) say(line);
-    say(`  throughput ratio 429s/bare (medians): ${fmt(refused.rps / bare.rps, 3)}; per-round pairs: median ${fmt(pairRatio, 3)}`);
-    say(`  every answer 429: ${verdict(other === 0 && answers429 > 0)} (${fmtInt(answers429)} × 429, ${String(other)} other answers or errors${other === 0 ? '' : `: ${JSON.stringify(otherStatuses)}`})`);
+    for (const line of textTable(
+      [`medians of ${String(rounds)} rounds`, 'req/s', 'p50 ms', 'p99 ms', 'µs CPU/req', 'client CPU', 'req/s range'],
+      rows,
+    ))
+      say(line);
+    say(
+      `  throughput ratio 429s/bare (medians): ${fmt(refused.rps / bare.rps, 3)}; per-round pairs: median ${fmt(pairRatio, 3)}`,
+    );
+    say(
+      `  every answer 429: ${verdict(other === 0 && answers429 > 0)} (${fmtInt(answers429)} × 429, ${String(other)} other answers or errors${other === 0 ? '' : `: ${JSON.stringify(otherStatuses)}`})`,
+    );
     say(
       `  Redis commands, all clients: ${String(redis.refused)} during the 429 rounds (${fmt(redis.refused / Math.max(1, answers429), 4)} per 429), ` +
         `${String(redis.bare)} during the bare server's rounds (the proxies' background work alone)` +
         (redis.refused > 2 * redis.bare + 100 ? ' — the refusals ask Redis' : ': refusals decided in memory'),
     );
-    say(`  ${fmt(refused.usPerRequest, 1)} µs of proxy CPU per 429 (target < ${String(TARGET_US_PER_429)} µs): ${verdict(refused.usPerRequest < TARGET_US_PER_429)}`);
-    return { refused, bare, pairRatio, answers429, other, otherStatuses, redisCommands: redis.refused, redisCommandsBackground: redis.bare, pass };
+    say(
+      `  ${fmt(refused.usPerRequest, 1)} µs of proxy CPU per 429 (target < ${String(TARGET_US_PER_429)} µs): ${verdict(refused.usPerRequest < TARGET_US_PER_429)}`,
+    );
+    return {
+      refused,
+      bare,
+      pairRatio,
+      answers429,
+      other,
+      otherStatuses,
+      redisCommands: redis.refused,
+      redisCommandsBackground: redis.bare,
+      pass,
+    };
   } finally {
     await stop(limited.launched);
   }

@@ -18,7 +18,11 @@ export interface StoredBytesFigures {
   readonly pass: boolean;
 }
 
-export async function runStoredBytes(redisUrl: string, keyPrefix: string, pages: readonly Page[]): Promise<StoredBytesFigures> {
+export async function runStoredBytes(
+  redisUrl: string,
+  keyPrefix: string,
+  pages: readonly Page[],
+): Promise<StoredBytesFigures> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
   try {
     let stored = 0;
@@ -41,7 +45,14 @@ export async function runStoredBytes(redisUrl: string, keyPrefix: string, pages:
       `  MEMORY USAGE ${fmtInt(stored / measuredKeys)} B, value ${fmtInt(strlen / measuredKeys)} B, raw JSON ${fmtInt(raw / measuredKeys)} B → ` +
         `${fmt(storedRatio, 3)}× (value alone ${fmt(strlen / raw, 3)}×) (target ≤ ${String(TARGET_STORED_RATIO)}×): ${verdict(pass)}`,
     );
-    return { measuredKeys, pages: pages.length, storedRatio, valueRatio: strlen / raw, rawBytes: raw / measuredKeys, pass };
+    return {
+      measuredKeys,
+      pages: pages.length,
+      storedRatio,
+      valueRatio: strlen / raw,
+      rawBytes: raw / measuredKeys,
+      pass,
+    };
   } finally {
     redis.disconnect();
   }

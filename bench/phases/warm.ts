@@ -23,24 +23,48 @@ interface Walk {
 function walks(): Walk[] {
   const all: Walk[] = [];
   for (const company of SANDBOX_COMPANIES.map(String)) {
-    for (const resource of RESOURCE_NAMES) all.push({ company, resource, filter: '', limit: company === '1' && resource === 'movements' ? Number.POSITIVE_INFINITY : 3 });
+    for (const resource of RESOURCE_NAMES)
+      all.push({
+        company,
+        resource,
+        filter: '',
+        limit: company === '1' && resource === 'movements' ? Number.POSITIVE_INFINITY : 3,
+      });
   }
-  for (const itemType of ['offcut', 'remnant', 'slab']) all.push({ company: '1', resource: 'movements', filter: `item_type=${itemType}`, limit: 4 });
+  for (const itemType of ['offcut', 'remnant', 'slab'])
+    all.push({ company: '1', resource: 'movements', filter: `item_type=${itemType}`, limit: 4 });
   return all;
 }
 
-export async function warmPages(proxyUrl: string, sandboxUrl: string, bearer: (company: string) => string): Promise<Page[]> {
+export async function warmPages(
+  proxyUrl: string,
+  sandboxUrl: string,
+  bearer: (company: string) => string,
+): Promise<Page[]> {
   const groups: Page[][] = [];
   for (const walk of walks()) {
     const full: Page[] = [];
     let after: number | undefined;
     for (let step = 0; step < 50 && full.length < walk.limit; step++) {
-      const query = [after === undefined ? '' : `after_id=${String(after)}`, walk.filter, `per_page=${String(PER_PAGE)}`].filter((part) => part !== '').join('&');
+      const query = [
+        after === undefined ? '' : `after_id=${String(after)}`,
+        walk.filter,
+        `per_page=${String(PER_PAGE)}`,
+      ]
+        .filter((part) => part !== '')
+        .join('&');
       const path = `${API_PREFIX}/${walk.resource}?${query}`;
       const fetched = await get(`${proxyUrl}${path}`, { authorization: bearer(walk.company) });
-      if (fetched.status !== 200) throw new Error(`warming ${path} (company ${walk.company}): ${String(fetched.status)} ${fetched.body.toString('utf8').slice(0, 200)}`);
-      const parsed = JSON.parse(fetched.body.toString('utf8')) as { data: unknown[]; meta: { has_more: boolean; next_after_id: number | null } };
-      if (parsed.data.length === PER_PAGE) full.push({ company: walk.company, resource: walk.resource, path, query, body: fetched.body });
+      if (fetched.status !== 200)
+        throw new Error(
+          `warming ${path} (company ${walk.company}): ${String(fetched.status)} ${fetched.body.toString('utf8').slice(0, 200)}`,
+        );
+      const parsed = JSON.parse(fetched.body.toString('utf8')) as {
+        data: unknown[];
+        meta: { has_more: boolean; next_after_id: number | null };
+      };
+      if (parsed.data.length === PER_PAGE)
+        full.push({ company: walk.company, resource: walk.resource, path, query, body: fetched.body });
       if (!parsed.meta.has_more || parsed.meta.next_after_id === null) break;
       after = parsed.meta.next_after_id;
     }
@@ -61,21 +85,31 @@ export async function warmPages(proxyUrl: string, sandboxUrl: string, bearer: (c
     }
     if (!added && groups.every((g) => g.length <= depth)) break;
   }
-  if (pages.length < PAGE_COUNT) throw new Error(`only ${String(pages.length)} full pages of ${String(PER_PAGE)} records found`);
+  if (pages.length < PAGE_COUNT)
+    throw new Error(`only ${String(pages.length)} full pages of ${String(PER_PAGE)} records found`);
 
   let hits = 0;
   let identical = 0;
   for (const page of pages) {
     const again = await get(`${proxyUrl}${page.path}`, { authorization: bearer(page.company) });
-    if (again.status === 200 && (again.headers.get('cache-status') ?? '').includes('hit') && again.body.equals(page.body)) hits += 1;
+    if (
+      again.status === 200 &&
+      (again.headers.get('cache-status') ?? '').includes('hit') &&
+      again.body.equals(page.body)
+    )
+      hits += 1;
     const direct = await get(`${sandboxUrl}${page.path}`, { authorization: bearer(page.company) });
     if (direct.status === 200 && direct.body.equals(page.body)) identical += 1;
   }
   const rawBytes = pages.reduce((sum, p) => sum + p.body.length, 0) / pages.length;
   const companies = [...new Set(pages.map((p) => p.company))].join(', ');
   const resources = new Set(pages.map((p) => p.resource)).size;
-  say(`pages: ${String(pages.length)} distinct pages of ${String(PER_PAGE)} records (companies ${companies}; ${String(resources)} resources), ${fmtInt(rawBytes)} bytes of JSON on average`);
-  say(`  cache hits on a second read: ${String(hits)}/${String(pages.length)}; proxy bytes identical to the upstream's: ${String(identical)}/${String(pages.length)}`);
+  say(
+    `pages: ${String(pages.length)} distinct pages of ${String(PER_PAGE)} records (companies ${companies}; ${String(resources)} resources), ${fmtInt(rawBytes)} bytes of JSON on average`,
+  );
+  say(
+    `  cache hits on a second read: ${String(hits)}/${String(pages.length)}; proxy bytes identical to the upstream's: ${String(identical)}/${String(pages.length)}`,
+  );
   if (hits !== pages.length) throw new Error('the warmed pages are not all cache hits');
   return pages;
 }

@@ -19,7 +19,10 @@ export interface AccessLists {
 
 /** What the lists are read from (the operator state satisfies it); times in ms since the epoch. */
 export interface AccessState {
-  isRevoked(principal: { readonly subject?: string | undefined; readonly tokenId?: string | undefined }, nowMs: number): boolean;
+  isRevoked(
+    principal: { readonly subject?: string | undefined; readonly tokenId?: string | undefined },
+    nowMs: number,
+  ): boolean;
   /** Whether any token is revoked by digest: only then is a token hashed. */
   readonly hasDigests: boolean;
   isDigestRevoked(digest: string, nowMs: number): boolean;

@@ -15,7 +15,10 @@ export interface AuthorizationPolicy {
   readonly requiredModule: string;
 }
 
-export const DEFAULT_AUTHORIZATION_POLICY: AuthorizationPolicy = { requiredScope: 'operations:read', requiredModule: 'slab' };
+export const DEFAULT_AUTHORIZATION_POLICY: AuthorizationPolicy = {
+  requiredScope: 'operations:read',
+  requiredModule: 'slab',
+};
 
 function missingFrom(held: ReadonlySet<string>, required: readonly string[]): string[] {
   return required.filter((p) => !held.has(p));
@@ -30,7 +33,8 @@ export function authorize(
 ): ForbiddenError | undefined {
   if (lists.isCompanyBlocked(principal.company)) return new ForbiddenError('company');
   const employee = principal.employee;
-  if (employee !== undefined && lists.isEmployeeBlocked(principal.company, employee.id)) return new ForbiddenError('employee');
+  if (employee !== undefined && lists.isEmployeeBlocked(principal.company, employee.id))
+    return new ForbiddenError('employee');
   if (principal.scope !== undefined && !principal.scope.has(policy.requiredScope)) {
     return new ForbiddenError('scope', [policy.requiredScope]);
   }

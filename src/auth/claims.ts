@@ -100,7 +100,8 @@ export function principalFromClaims(payload: JWTPayload, names: ClaimNames, toke
   if (typeof payload.exp !== 'number') throw new ClaimError('exp');
   return {
     company,
-    credential: subject !== undefined ? `sub:${subject}` : tokenId !== undefined ? `jti:${tokenId}` : `tok:${tokenHash}`,
+    credential:
+      subject !== undefined ? `sub:${subject}` : tokenId !== undefined ? `jti:${tokenId}` : `tok:${tokenHash}`,
     subject,
     tokenId,
     permissions,

@@ -30,22 +30,45 @@ export interface VerificationKey {
 }
 
 export class KeySourceError extends Error {
-  constructor(readonly option: string, message: string) {
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
     super(`${option}: ${message}`);
   }
 }
 
 const HMAC_ALGORITHMS = ['HS256', 'HS384', 'HS512'];
-const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+];
 /** RFC 7518 §3.2: an HMAC key must be at least as long as the hash output. */
 const MIN_SECRET_BYTES: Readonly<Record<string, number>> = { HS256: 32, HS384: 48, HS512: 64 };
 
-function checkAlgorithms(option: string, requested: readonly string[] | undefined, allowed: readonly string[], fallback: readonly string[]): readonly string[] {
+function checkAlgorithms(
+  option: string,
+  requested: readonly string[] | undefined,
+  allowed: readonly string[],
+  fallback: readonly string[],
+): readonly string[] {
   const algorithms = requested ?? fallback;
   if (algorithms.length === 0) throw new KeySourceError(option, 'no algorithm is allowed');
   for (const alg of algorithms) {
     if (!allowed.includes(alg)) {
-      throw new KeySourceError('JWT_ALGORITHMS', `${alg} cannot be used with this key source (allowed: ${allowed.join(', ')})`);
+      throw new KeySourceError(
+        'JWT_ALGORITHMS',
+        `${alg} cannot be used with this key source (allowed: ${allowed.join(', ')})`,
+      );
     }
   }
   return algorithms;
@@ -61,7 +84,14 @@ function algorithmsForKey(key: KeyObject, jwkAlg: string | undefined): { allowed
       return { allowed: ['PS256', 'PS384', 'PS512'], fallback: ['PS256'] };
     case 'ec': {
       const curve = key.asymmetricKeyDetails?.namedCurve;
-      const alg = curve === 'prime256v1' ? 'ES256' : curve === 'secp384r1' ? 'ES384' : curve === 'secp521r1' ? 'ES512' : undefined;
+      const alg =
+        curve === 'prime256v1'
+          ? 'ES256'
+          : curve === 'secp384r1'
+            ? 'ES384'
+            : curve === 'secp521r1'
+              ? 'ES512'
+              : undefined;
       if (alg === undefined) throw new KeySourceError('JWT_PUBLIC_KEY', `unsupported EC curve ${String(curve)}`);
       return { allowed: [alg], fallback: [alg] };
     }
@@ -78,7 +108,8 @@ function parsePublicKey(text: string): { key: KeyObject; jwkAlg: string | undefi
     if (trimmed.startsWith('{')) {
       const jwk: unknown = JSON.parse(trimmed);
       if (typeof jwk !== 'object' || jwk === null || !('kty' in jwk)) throw new Error('not a JWK');
-      if (jwk.kty === 'oct') throw new KeySourceError('JWT_PUBLIC_KEY', 'a symmetric JWK is not a public key; use JWT_SECRET');
+      if (jwk.kty === 'oct')
+        throw new KeySourceError('JWT_PUBLIC_KEY', 'a symmetric JWK is not a public key; use JWT_SECRET');
       const alg = 'alg' in jwk && typeof jwk.alg === 'string' ? jwk.alg : undefined;
       // Only the public members: a private JWK must not turn into a signing key here.
       const key = createPublicKey({ key: jwk as JsonWebKey, format: 'jwk' });
@@ -118,8 +149,14 @@ export function createVerificationKey(options: KeySourceOptions): VerificationKe
       } catch {
         throw new KeySourceError('JWT_JWKS_URL', 'not a URL');
       }
-      if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new KeySourceError('JWT_JWKS_URL', 'must be http(s)');
-      const algorithms = checkAlgorithms('JWT_JWKS_URL', options.algorithms, ASYMMETRIC_ALGORITHMS, ASYMMETRIC_ALGORITHMS);
+      if (url.protocol !== 'https:' && url.protocol !== 'http:')
+        throw new KeySourceError('JWT_JWKS_URL', 'must be http(s)');
+      const algorithms = checkAlgorithms(
+        'JWT_JWKS_URL',
+        options.algorithms,
+        ASYMMETRIC_ALGORITHMS,
+        ASYMMETRIC_ALGORITHMS,
+      );
       // cacheMaxAge Infinity: jose's default (10 min) makes every verification fail once the set is
       // old and the endpoint is down (NOTES.md). Freshness comes from the refresh timer instead, and
       // a failed refresh keeps the set already known; rotation comes from the unknown-`kid` reload.

@@ -61,7 +61,8 @@ function reasonFor(error: unknown): UnauthenticatedReason {
   }
   if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) return 'algorithm';
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'signature';
-  if (error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSNoMatchingKey) return 'key_unavailable';
+  if (error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSNoMatchingKey)
+    return 'key_unavailable';
   if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) return 'malformed';
   return 'key_unavailable';
 }
@@ -73,7 +74,8 @@ export function tokenDigest(token: string): string {
 export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifier {
   const key = createVerificationKey(options.keys);
   const tolerance = options.clockToleranceSeconds ?? 30;
-  if (!Number.isFinite(tolerance) || tolerance < 0) throw new TypeError('clockToleranceSeconds must be a non-negative number');
+  if (!Number.isFinite(tolerance) || tolerance < 0)
+    throw new TypeError('clockToleranceSeconds must be a non-negative number');
   const claimNames = options.claims ?? DEFAULT_CLAIM_NAMES;
   const now = options.now ?? Date.now;
   // The cache re-checks `exp` against the same clock the verifier uses.
@@ -102,7 +104,8 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
     }
     // jose accepts an `iat` in the future unless maxTokenAge is set: a token issued "later" is
     // either a clock fault or a forgery's tell.
-    if (payload.iat !== undefined && payload.iat > now() / 1000 + tolerance) throw new UnauthenticatedError('not_yet_valid');
+    if (payload.iat !== undefined && payload.iat > now() / 1000 + tolerance)
+      throw new UnauthenticatedError('not_yet_valid');
     try {
       return principalFromClaims(payload, claimNames, digest);
     } catch (error) {

@@ -62,7 +62,12 @@ export function partitionSegment(partition: Partition, principal: Principal): st
   }
 }
 
-export function cacheAddress(prefix: string, read: CanonicalRead, principal: Principal, partition: Partition): CacheAddress {
+export function cacheAddress(
+  prefix: string,
+  read: CanonicalRead,
+  principal: Principal,
+  partition: Partition,
+): CacheAddress {
   const group: CacheGroup = { company: principal.company, resource: read.resource.name };
   const tag = groupTag(group);
   const rest = `${partitionSegment(partition, principal)}:${read.kind === 'list' ? `list:${read.query}` : `id:${read.id ?? ''}`}`;

@@ -20,7 +20,8 @@ export class L1Cache {
   readonly #generations = new Map<string, string>();
 
   constructor(options: L1Options) {
-    if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024) throw new TypeError('cache.l1.maxBytes must be at least 1024');
+    if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024)
+      throw new TypeError('cache.l1.maxBytes must be at least 1024');
     if (!(options.ttlMs > 0)) throw new TypeError('cache.l1.ttl must be positive');
     this.#entries = new LRUCache({
       maxSize: options.maxBytes,

@@ -16,7 +16,8 @@ export interface MemoryStoreOptions {
 }
 
 export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
-  if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024) throw new TypeError('cache.memory.maxBytes must be at least 1024');
+  if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024)
+    throw new TypeError('cache.memory.maxBytes must be at least 1024');
   const now = options.now ?? Date.now;
   const entries = new LRUCache<string, CacheEntry>({
     maxSize: options.maxBytes,

@@ -22,7 +22,9 @@ export interface CachePolicy {
 export interface CacheSettings {
   readonly partition: Partition;
   readonly defaults: CachePolicy;
-  readonly resources: Partial<Record<ResourceName, (Partial<CachePolicy> & { readonly partition?: Partition | undefined }) | undefined>>;
+  readonly resources: Partial<
+    Record<ResourceName, (Partial<CachePolicy> & { readonly partition?: Partition | undefined }) | undefined>
+  >;
 }
 
 export interface EffectivePolicy extends CachePolicy {

@@ -27,7 +27,12 @@ export function createLocalPurgeBus(): PurgeBus {
   };
 }
 
-export function createRedisPurgeBus(options: { readonly client: RedisClient; readonly subscriber: RedisClient; readonly channel: string; readonly onError?: (error: unknown) => void }): PurgeBus {
+export function createRedisPurgeBus(options: {
+  readonly client: RedisClient;
+  readonly subscriber: RedisClient;
+  readonly channel: string;
+  readonly onError?: (error: unknown) => void;
+}): PurgeBus {
   const { client, subscriber, channel } = options;
   const listeners: PurgeListener[] = [];
   const deliver: PurgeListener = (company, resource) => {

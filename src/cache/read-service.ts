@@ -69,7 +69,13 @@ export interface ReadService {
 
 /** The result of one fill, as every request waiting on it sees it. */
 type Fill =
-  | { readonly kind: 'entry'; readonly entry: CacheEntry; readonly stored: boolean; readonly upstreamMs: number | undefined; readonly collapsed: boolean }
+  | {
+      readonly kind: 'entry';
+      readonly entry: CacheEntry;
+      readonly stored: boolean;
+      readonly upstreamMs: number | undefined;
+      readonly collapsed: boolean;
+    }
   | { readonly kind: 'failure'; readonly outcome: OriginFailure }
   /** 401/403/429/other 4xx: for the request whose token it was. */
   | { readonly kind: 'private'; readonly answer: OriginAnswer }
@@ -170,7 +176,12 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   }
 
   /** A stale copy within stale-if-error, for a failed or rate-limited fill. */
-  function staleIfError(stale: CacheEntry | undefined, policy: EffectivePolicy, fwdStatus: number, upstreamMs: number | undefined): ReadOutcome | undefined {
+  function staleIfError(
+    stale: CacheEntry | undefined,
+    policy: EffectivePolicy,
+    fwdStatus: number,
+    upstreamMs: number | undefined,
+  ): ReadOutcome | undefined {
     const at = now();
     if (stale === undefined || at >= stale.freshUntil + policy.staleIfError * 1000) return undefined;
     return fromEntry(stale, at, { kind: 'stale-if-error', ttl: seconds(stale.freshUntil - at), fwdStatus }, upstreamMs);
@@ -197,7 +208,13 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   }
 
   /** Asks the upstream for this key once, for every request of every replica that wants it. */
-  async function fill(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, lookup: StoreLookup, background: boolean): Promise<Fill> {
+  async function fill(
+    request: ReadRequest,
+    address: CacheAddress,
+    policy: EffectivePolicy,
+    lookup: StoreLookup,
+    background: boolean,
+  ): Promise<Fill> {
     const tag = groupTag(address.group);
     let lease = lookup.available ? await coordinator.tryLease(address) : 'unavailable';
     // Another replica is fetching: wait for its fill. If it stored nothing (its answer was its
@@ -220,7 +237,11 @@ export function createReadService(options: ReadServiceOptions): ReadService {
         // lookup and its lease (it stored, then released): read once more before asking the
         // upstream, so that every key costs one upstream request, however the requests interleave.
         const filled = await store.lookup(address);
-        if (isCurrent(filled) && now() < withPolicy(filled.entry, policy).freshUntil && filled.entry.storedAt > (lookup.entry?.storedAt ?? 0)) {
+        if (
+          isCurrent(filled) &&
+          now() < withPolicy(filled.entry, policy).freshUntil &&
+          filled.entry.storedAt > (lookup.entry?.storedAt ?? 0)
+        ) {
           if (background) return SKIPPED;
           l1?.noteGeneration(tag, filled.generation);
           l1?.set(address.key, filled.entry);
@@ -258,11 +279,19 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     if (entry === undefined) return undefined;
     entry = withPolicy(entry, policy);
     const at = now();
-    return at < entry.freshUntil ? fromEntry(entry, at, { kind: 'hit', ttl: seconds(entry.freshUntil - at) }) : undefined;
+    return at < entry.freshUntil
+      ? fromEntry(entry, at, { kind: 'hit', ttl: seconds(entry.freshUntil - at) })
+      : undefined;
   }
 
   /** Joins this key's fill in the process, or leads it. */
-  function joinOrLead(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, lookup: StoreLookup, background = false): { fill: Promise<Fill>; leader: boolean } {
+  function joinOrLead(
+    request: ReadRequest,
+    address: CacheAddress,
+    policy: EffectivePolicy,
+    lookup: StoreLookup,
+    background = false,
+  ): { fill: Promise<Fill>; leader: boolean } {
     const running = inflight.get(address.key);
     if (running !== undefined) return { fill: running, leader: false };
     const started = fill(request, address, policy, lookup, background).finally(() => inflight.delete(address.key));
@@ -270,7 +299,12 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     return { fill: started, leader: true };
   }
 
-  function refreshInBackground(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, lookup: StoreLookup): void {
+  function refreshInBackground(
+    request: ReadRequest,
+    address: CacheAddress,
+    policy: EffectivePolicy,
+    lookup: StoreLookup,
+  ): void {
     if (inflight.has(address.key)) return;
     const settled = joinOrLead(request, address, policy, lookup, true).fill.then(
       () => undefined,
@@ -282,12 +316,16 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   const purges = options.purges ?? createLocalPurgeBus();
   // The cache subscribes to its own purges: a replica's L1 never serves a group purged anywhere.
   purges.subscribe((company, resource) => {
-    for (const name of resource === undefined ? RESOURCE_NAMES : [resource]) l1?.forgetGroup(groupTag({ company, resource: name }));
+    for (const name of resource === undefined ? RESOURCE_NAMES : [resource])
+      l1?.forgetGroup(groupTag({ company, resource: name }));
   });
 
   return {
     async purge(company, resource) {
-      const groups = (resource === undefined ? RESOURCE_NAMES : [resource]).map((name) => ({ company, resource: name }));
+      const groups = (resource === undefined ? RESOURCE_NAMES : [resource]).map((name) => ({
+        company,
+        resource: name,
+      }));
       const generations = await Promise.all(groups.map((group) => store.purge(group)));
       // Announced after the new generation is stored: a replica that drops its L1 copy then reads
       // the new generation, never the old one again.
@@ -319,7 +357,9 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       if (lookup.available) l1?.noteGeneration(tag, lookup.generation);
       const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
       const at = now();
-      metrics?.storeLookup(!lookup.available ? 'unavailable' : current === undefined ? 'miss' : at < current.freshUntil ? 'hit' : 'stale');
+      metrics?.storeLookup(
+        !lookup.available ? 'unavailable' : current === undefined ? 'miss' : at < current.freshUntil ? 'hit' : 'stale',
+      );
       if (current !== undefined) {
         if (at < current.freshUntil) {
           l1?.set(address.key, current);
@@ -335,7 +375,8 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       const failed = (failure: OriginFailure): ReadOutcome | ProxyError =>
         staleIfError(current, policy, failure.fwdStatus, failure.upstreamMs) ?? failure.error;
       const passOn = (answer: OriginAnswer): ReadOutcome =>
-        (answer.status === 429 ? staleIfError(current, policy, 429, answer.elapsedMs) : undefined) ?? fromAnswer(answer);
+        (answer.status === 429 ? staleIfError(current, policy, 429, answer.elapsedMs) : undefined) ??
+        fromAnswer(answer);
 
       for (let attempt = 0; ; attempt++) {
         const { fill: pending, leader } = joinOrLead(request, address, policy, lookup);

@@ -10,18 +10,73 @@ export const API_PREFIX = '/api/slab/v1/operations';
 export const BASE_PERMISSION = 'view_slab';
 
 const RESOURCE_TABLE = [
-  { name: 'receipt-items', group: 'Logistics', filters: ['receipt_id', 'shipment_item_id', 'slab_id'], permission: 'view_slab_logistics' },
+  {
+    name: 'receipt-items',
+    group: 'Logistics',
+    filters: ['receipt_id', 'shipment_item_id', 'slab_id'],
+    permission: 'view_slab_logistics',
+  },
   { name: 'receipts', group: 'Logistics', filters: ['shipment_id', 'warehouse_id'], permission: 'view_slab_logistics' },
-  { name: 'supplier-materials', group: 'Purchasing', filters: ['supplier_id', 'material_id'], permission: 'view_slab_purchasing' },
-  { name: 'fulfilments', group: 'Fulfilment and returns', filters: ['allocation_id', 'status'], permission: 'view_slab_fulfilment' },
-  { name: 'fulfilment-proofs', group: 'Fulfilment and returns', filters: ['fulfilment_id', 'kind'], permission: 'view_slab_fulfilment' },
-  { name: 'transfers', group: 'Transfers and stocktakes', filters: ['status', 'from_warehouse_id', 'to_warehouse_id'], permission: 'manage_slab_transfer' },
-  { name: 'transfer-items', group: 'Transfers and stocktakes', filters: ['transfer_id', 'slab_id'], permission: 'manage_slab_transfer' },
-  { name: 'stocktakes', group: 'Transfers and stocktakes', filters: ['warehouse_id', 'status'], permission: 'manage_slab_stocktake' },
-  { name: 'quote-links', group: 'Sales operations', filters: ['project_id', 'reservation_id'], permission: 'view_slab_sales' },
-  { name: 'quote-link-items', group: 'Sales operations', filters: ['quote_link_id', 'slab_id'], permission: 'view_slab_sales' },
-  { name: 'movements', group: 'Inventory', filters: ['item_type', 'item_id', 'movement_type'], permission: BASE_PERMISSION },
-  { name: 'remnants', group: 'Inventory', filters: ['parent_slab_id', 'warehouse_id', 'status'], permission: BASE_PERMISSION },
+  {
+    name: 'supplier-materials',
+    group: 'Purchasing',
+    filters: ['supplier_id', 'material_id'],
+    permission: 'view_slab_purchasing',
+  },
+  {
+    name: 'fulfilments',
+    group: 'Fulfilment and returns',
+    filters: ['allocation_id', 'status'],
+    permission: 'view_slab_fulfilment',
+  },
+  {
+    name: 'fulfilment-proofs',
+    group: 'Fulfilment and returns',
+    filters: ['fulfilment_id', 'kind'],
+    permission: 'view_slab_fulfilment',
+  },
+  {
+    name: 'transfers',
+    group: 'Transfers and stocktakes',
+    filters: ['status', 'from_warehouse_id', 'to_warehouse_id'],
+    permission: 'manage_slab_transfer',
+  },
+  {
+    name: 'transfer-items',
+    group: 'Transfers and stocktakes',
+    filters: ['transfer_id', 'slab_id'],
+    permission: 'manage_slab_transfer',
+  },
+  {
+    name: 'stocktakes',
+    group: 'Transfers and stocktakes',
+    filters: ['warehouse_id', 'status'],
+    permission: 'manage_slab_stocktake',
+  },
+  {
+    name: 'quote-links',
+    group: 'Sales operations',
+    filters: ['project_id', 'reservation_id'],
+    permission: 'view_slab_sales',
+  },
+  {
+    name: 'quote-link-items',
+    group: 'Sales operations',
+    filters: ['quote_link_id', 'slab_id'],
+    permission: 'view_slab_sales',
+  },
+  {
+    name: 'movements',
+    group: 'Inventory',
+    filters: ['item_type', 'item_id', 'movement_type'],
+    permission: BASE_PERMISSION,
+  },
+  {
+    name: 'remnants',
+    group: 'Inventory',
+    filters: ['parent_slab_id', 'warehouse_id', 'status'],
+    permission: BASE_PERMISSION,
+  },
   { name: 'warehouses', group: 'Inventory', filters: ['active', 'code'], permission: BASE_PERMISSION },
 ] as const;
 

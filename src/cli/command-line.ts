@@ -36,7 +36,11 @@ interface StandardValues {
  * Runs the command's `parse` (its `parseArgs` call, given the arguments), answers `--help` and
  * `--version`, and returns what was parsed otherwise.
  */
-export function parseCommandLine<Parsed extends StandardValues>(command: Command, parse: (args: string[]) => Parsed, args: readonly string[] = process.argv.slice(2)): Parsed {
+export function parseCommandLine<Parsed extends StandardValues>(
+  command: Command,
+  parse: (args: string[]) => Parsed,
+  args: readonly string[] = process.argv.slice(2),
+): Parsed {
   let parsed: Parsed;
   try {
     parsed = parse([...args]);

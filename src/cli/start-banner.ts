@@ -71,7 +71,9 @@ export function startFacts(input: StartFactsInput): StartFacts {
     port: input.port,
     adminPort: input.adminPort,
     operatorApi: input.env.adminToken !== undefined,
-    upstream: input.embeddedSandbox ? `the embedded sandbox at ${input.upstreamUrl}` : withoutCredentials(input.upstreamUrl),
+    upstream: input.embeddedSandbox
+      ? `the embedded sandbox at ${input.upstreamUrl}`
+      : withoutCredentials(input.upstreamUrl),
     store: describeStore(input),
     keys: describeKeys(input),
   };
@@ -80,7 +82,9 @@ export function startFacts(input: StartFactsInput): StartFacts {
 /** The text banner of the embedded default. */
 export function bannerLines(facts: StartFacts): string[] {
   const admin =
-    facts.adminPort === undefined ? 'no admin port' : `admin on port ${facts.adminPort}, operator API ${facts.operatorApi ? 'on' : 'off (set ADMIN_TOKEN)'}`;
+    facts.adminPort === undefined
+      ? 'no admin port'
+      : `admin on port ${facts.adminPort}, operator API ${facts.operatorApi ? 'on' : 'off (set ADMIN_TOKEN)'}`;
   return [
     `slab-ops-proxy listening on ${facts.url} (${admin})`,
     `  upstream:    ${facts.upstream}`,

@@ -25,7 +25,7 @@ const TOKEN_COMMAND: Command = {
     '       [--issuer <iss>] [--audience <aud>] [--allow-unknown-permissions] [--help] [--version]',
     'A company or employee id is a positive integer (1 to 2^53-1, no leading zeros) or 1-64 characters of',
     'A-Z a-z 0-9 _ - (not digits alone). Without --permissions the token holds every permission the',
-    'catalog knows; others need --allow-unknown-permissions. The catalog\'s permissions:',
+    "catalog knows; others need --allow-unknown-permissions. The catalog's permissions:",
     `  ${ALL_PERMISSIONS.join(', ')}`,
     'JWT_SECRET, when set, signs the token; otherwise the development secret does.',
   ].join('\n'),
@@ -34,14 +34,20 @@ const TOKEN_COMMAND: Command = {
 const KNOWN_PERMISSIONS: ReadonlySet<string> = new Set(ALL_PERMISSIONS);
 
 function list(value: string | undefined): string[] | undefined {
-  return value?.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return value
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
 }
 
 /** A company or employee id: the number a digits-only value spells, or text in the claim grammar. */
 function identifier(flag: string, value: string): string | number {
   if (/^[0-9]+$/.test(value)) {
     if (isPositiveId(value)) return Number(value);
-    exitWithUsage(TOKEN_COMMAND, `${flag} ${value}: a numeric id must be a positive integer from 1 to 2^53-1 without leading zeros`);
+    exitWithUsage(
+      TOKEN_COMMAND,
+      `${flag} ${value}: a numeric id must be a positive integer from 1 to 2^53-1 without leading zeros`,
+    );
   }
   if (isTenantText(value)) return value;
   exitWithUsage(TOKEN_COMMAND, `${flag} must be a positive integer or 1-64 characters of A-Z a-z 0-9 _ -`);
@@ -51,7 +57,10 @@ function permissions(flag: string, value: string | undefined, allowUnknown: bool
   const names = list(value);
   const unknown = names?.filter((name) => !KNOWN_PERMISSIONS.has(name)) ?? [];
   if (unknown.length > 0 && !allowUnknown) {
-    exitWithUsage(TOKEN_COMMAND, `${flag}: not a permission the catalog knows: ${unknown.join(', ')} (--allow-unknown-permissions mints it anyway)`);
+    exitWithUsage(
+      TOKEN_COMMAND,
+      `${flag}: not a permission the catalog knows: ${unknown.join(', ')} (--allow-unknown-permissions mints it anyway)`,
+    );
   }
   return names;
 }
@@ -82,11 +91,13 @@ async function run(): Promise<void> {
   if (values.company === undefined) exitWithUsage(TOKEN_COMMAND, '--company is required');
   const company = identifier('--company', values.company);
   const employee = values.employee === undefined ? undefined : identifier('--employee', values.employee);
-  if (values['employee-permissions'] !== undefined && employee === undefined) exitWithUsage(TOKEN_COMMAND, '--employee-permissions needs --employee');
+  if (values['employee-permissions'] !== undefined && employee === undefined)
+    exitWithUsage(TOKEN_COMMAND, '--employee-permissions needs --employee');
   const allowUnknown = values['allow-unknown-permissions'] === true;
   const held = permissions('--permissions', values.permissions, allowUnknown);
   const employeeHeld = permissions('--employee-permissions', values['employee-permissions'], allowUnknown);
-  if (values.ttl !== undefined && !/^[1-9][0-9]{0,8}$/.test(values.ttl)) exitWithUsage(TOKEN_COMMAND, '--ttl must be a whole number of seconds from 1 to 999999999');
+  if (values.ttl !== undefined && !/^[1-9][0-9]{0,8}$/.test(values.ttl))
+    exitWithUsage(TOKEN_COMMAND, '--ttl must be a whole number of seconds from 1 to 999999999');
   const modules = list(values.modules);
   const secret = process.env.JWT_SECRET;
   const token = await mintDevToken({
@@ -108,7 +119,8 @@ async function run(): Promise<void> {
   try {
     principalFromClaims(decodeJwt(token), DEFAULT_CLAIM_NAMES, 'check');
   } catch (error) {
-    if (error instanceof ClaimError) exitWithUsage(TOKEN_COMMAND, `the proxy would refuse this token: its ${error.claim} claim is not valid`);
+    if (error instanceof ClaimError)
+      exitWithUsage(TOKEN_COMMAND, `the proxy would refuse this token: its ${error.claim} claim is not valid`);
     throw error;
   }
   process.stdout.write(`${token}\n`);

@@ -11,7 +11,10 @@ import { LOG_LEVELS } from '../observability/logger.js';
 import { BUILT_IN_CONFIG, type FileConfig, configSchema } from './schema.js';
 
 export class ConfigError extends Error {
-  constructor(readonly key: string, problem: string) {
+  constructor(
+    readonly key: string,
+    problem: string,
+  ) {
     super(`${key}: ${problem}`);
   }
 }
@@ -89,7 +92,8 @@ function nonEmpty(env: Env, name: EnvVariable): string | undefined {
 function port(env: Env, name: EnvVariable, fallback: number): number {
   const value = nonEmpty(env, name);
   if (value === undefined) return fallback;
-  if (!/^[0-9]{1,5}$/.test(value) || Number(value) > 65_535) throw new ConfigError(name, 'must be a port number (0-65535)');
+  if (!/^[0-9]{1,5}$/.test(value) || Number(value) > 65_535)
+    throw new ConfigError(name, 'must be a port number (0-65535)');
   return Number(value);
 }
 
@@ -97,7 +101,8 @@ function port(env: Env, name: EnvVariable, fallback: number): number {
 function wholeSeconds(env: Env, name: EnvVariable, fallback: number, max: number): number {
   const value = nonEmpty(env, name);
   if (value === undefined) return fallback;
-  if (!/^(?:0|[1-9][0-9]{0,4})$/.test(value) || Number(value) > max) throw new ConfigError(name, `must be whole seconds (0-${String(max)})`);
+  if (!/^(?:0|[1-9][0-9]{0,4})$/.test(value) || Number(value) > max)
+    throw new ConfigError(name, `must be whole seconds (0-${String(max)})`);
   return Number(value);
 }
 
@@ -125,9 +130,12 @@ function keySource(env: Env): KeySourceSetting | undefined {
   const inlineKey = nonEmpty(env, 'JWT_PUBLIC_KEY');
   const keyFile = nonEmpty(env, 'JWT_PUBLIC_KEY_FILE');
   const secret = nonEmpty(env, 'JWT_SECRET');
-  const given = [jwks && 'JWT_JWKS_URL', inlineKey && 'JWT_PUBLIC_KEY', keyFile && 'JWT_PUBLIC_KEY_FILE', secret && 'JWT_SECRET'].filter(
-    (name): name is string => typeof name === 'string',
-  );
+  const given = [
+    jwks && 'JWT_JWKS_URL',
+    inlineKey && 'JWT_PUBLIC_KEY',
+    keyFile && 'JWT_PUBLIC_KEY_FILE',
+    secret && 'JWT_SECRET',
+  ].filter((name): name is string => typeof name === 'string');
   if (given.length > 1) throw new ConfigError(given.join(', '), 'set only one key source');
   if (jwks !== undefined) return { kind: 'jwks', url: jwks };
   if (inlineKey !== undefined) return { kind: 'public-key', key: inlineKey };
@@ -144,22 +152,28 @@ function keySource(env: Env): KeySourceSetting | undefined {
 
 export function loadEnv(env: Env): EnvConfig {
   const logLevel = nonEmpty(env, 'LOG_LEVEL') ?? 'info';
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel))
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
   const algorithms = nonEmpty(env, 'JWT_ALGORITHMS')
     ?.split(',')
     .map((a) => a.trim())
     .filter((a) => a !== '');
-  if (algorithms?.some((a) => a.toLowerCase() === 'none')) throw new ConfigError('JWT_ALGORITHMS', '"none" is never accepted');
+  if (algorithms?.some((a) => a.toLowerCase() === 'none'))
+    throw new ConfigError('JWT_ALGORITHMS', '"none" is never accepted');
   const clusterNodes = nonEmpty(env, 'REDIS_CLUSTER_NODES')
     ?.split(',')
     .map((n) => n.trim())
     .filter((n) => n !== '');
   for (const node of clusterNodes ?? []) {
-    if (!/^[A-Za-z0-9.-]+:[0-9]{1,5}$/.test(node)) throw new ConfigError('REDIS_CLUSTER_NODES', `"${node}" is not host:port`);
+    if (!/^[A-Za-z0-9.-]+:[0-9]{1,5}$/.test(node))
+      throw new ConfigError('REDIS_CLUSTER_NODES', `"${node}" is not host:port`);
   }
   const controlRedisUrl = httpUrl(env, 'CONTROL_REDIS_URL', ['redis:', 'rediss:']);
   if (controlRedisUrl !== undefined && nonEmpty(env, 'REDIS_URL') === undefined && clusterNodes === undefined) {
-    throw new ConfigError('CONTROL_REDIS_URL', 'is for replicas sharing REDIS_URL or REDIS_CLUSTER_NODES; set one of them too');
+    throw new ConfigError(
+      'CONTROL_REDIS_URL',
+      'is for replicas sharing REDIS_URL or REDIS_CLUSTER_NODES; set one of them too',
+    );
   }
   return {
     port: port(env, 'PORT', 8080),
@@ -231,7 +245,10 @@ export function parseConfigText(text: string, fileName: string): FileConfig {
   try {
     document = parseYaml(text);
   } catch (error) {
-    throw new ConfigError(fileName, `not valid YAML (${error instanceof Error ? error.message.split('\n')[0] : 'parse error'})`);
+    throw new ConfigError(
+      fileName,
+      `not valid YAML (${error instanceof Error ? error.message.split('\n')[0] : 'parse error'})`,
+    );
   }
   if (document === null || document === undefined) document = {};
   if (!isPlainObject(document)) throw new ConfigError(fileName, 'must be a YAML mapping');

@@ -13,7 +13,6 @@ import { RESOURCE_NAMES } from '../catalog/resources.js';
 const seconds = z.number().int().min(0).max(31_536_000);
 const positiveSeconds = z.number().positive().max(3600);
 
-
 const cachePolicy = z.strictObject({
   ttl: seconds,
   staleWhileRevalidate: seconds,
@@ -126,7 +125,15 @@ export const BUILT_IN_CONFIG: FileConfig = {
     perCompany: { points: 3000, duration: 60 },
     replicas: 1,
   },
-  upstream: { timeout: 10, maxConcurrent: 64, maxPerSecond: 200, maxQueueWait: 2, maxBodyBytes: 8_388_608, passthrough: false, breaker: { failures: 5, openFor: 10 } },
+  upstream: {
+    timeout: 10,
+    maxConcurrent: 64,
+    maxPerSecond: 200,
+    maxQueueWait: 2,
+    maxBodyBytes: 8_388_608,
+    passthrough: false,
+    breaker: { failures: 5, openFor: 10 },
+  },
   control: { syncInterval: 1, maxStaleness: 0 },
   auth: {
     requiredScope: 'operations:read',

@@ -14,7 +14,15 @@
  * Stamps and expiry are read from Redis's clock (`TIME`), so replicas with skewed clocks agree.
  */
 import type { RedisClient } from '../platform/redis.js';
-import { type EntryKind, type StateEntry, TOMBSTONE_RETENTION_MS, decodeEntry, encodeEntry, fieldOf, ttlOverrideSchema } from './operator-state.js';
+import {
+  type EntryKind,
+  type StateEntry,
+  TOMBSTONE_RETENTION_MS,
+  decodeEntry,
+  encodeEntry,
+  fieldOf,
+  ttlOverrideSchema,
+} from './operator-state.js';
 
 /** Entries per write-back script call. */
 const MERGE_BATCH = 500;
@@ -147,7 +155,10 @@ export interface ControlStore {
   meta(): Promise<StateMeta>;
   read(): Promise<{ readonly meta: StateMeta; readonly entries: Array<[string, StateEntry]> }>;
   change(field: string, value: StateEntry['v'], expiresAt: number | null): Promise<ChangeResult>;
-  merge(entries: Iterable<[string, StateEntry]>, incarnation: string): Promise<StateMeta & { readonly written: number }>;
+  merge(
+    entries: Iterable<[string, StateEntry]>,
+    incarnation: string,
+  ): Promise<StateMeta & { readonly written: number }>;
   /**
    * The operator state as versions before issue 8 kept it (one key per kind, no stamps): field,
    * value and expiry of each, to be written as the oldest of entries.
@@ -217,7 +228,15 @@ export function createControlStore(client: RedisClient, prefix: string): Control
       let written = 0;
       let meta: StateMeta | undefined;
       const flush = async (): Promise<void> => {
-        const reply = (await client.eval(MERGE_SCRIPT, 2, stateKey, metaKey, incarnation, channel, ...batch)) as unknown[];
+        const reply = (await client.eval(
+          MERGE_SCRIPT,
+          2,
+          stateKey,
+          metaKey,
+          incarnation,
+          channel,
+          ...batch,
+        )) as unknown[];
         meta = parseMeta(reply[0], reply[1]);
         written += Number(reply[2]);
         batch = [];
@@ -276,4 +295,3 @@ export function createControlStore(client: RedisClient, prefix: string): Control
     },
   };
 }
-

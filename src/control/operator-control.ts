@@ -35,7 +35,9 @@ import {
 
 export interface OperatorControlOptions {
   /** Without it the state is this replica's alone (one replica, no Redis). */
-  readonly redis?: { readonly client: RedisClient; readonly subscriber: RedisClient; readonly prefix: string } | undefined;
+  readonly redis?:
+    | { readonly client: RedisClient; readonly subscriber: RedisClient; readonly prefix: string }
+    | undefined;
   /** How often the shared state is checked against this copy, ms (default 1 000). */
   readonly syncIntervalMs?: number;
   /** How often expired entries are dropped, ms (default 60 000). */
@@ -85,7 +87,8 @@ const REVOCATION_KINDS: Readonly<Record<RevocationKind, EntryKind>> = { jti: 'jt
 export function createOperatorControl(options: OperatorControlOptions = {}): OperatorControl {
   const now = options.now ?? Date.now;
   const state = new OperatorState();
-  const store: ControlStore | undefined = options.redis === undefined ? undefined : createControlStore(options.redis.client, options.redis.prefix);
+  const store: ControlStore | undefined =
+    options.redis === undefined ? undefined : createControlStore(options.redis.client, options.redis.prefix);
   const listeners: Array<(overrides: TtlOverrides) => void> = [];
   /** Redis's incarnation and rev as this copy last matched them. */
   let known: StateMeta | undefined;
@@ -111,7 +114,11 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
    * Writes entries to Redis; the changes made here that went with them are no longer pending
    * (unless changed again meanwhile).
    */
-  async function writeBack(redis: ControlStore, entries: Array<[string, StateEntry]>, incarnation: string): Promise<void> {
+  async function writeBack(
+    redis: ControlStore,
+    entries: Array<[string, StateEntry]>,
+    incarnation: string,
+  ): Promise<void> {
     await redis.merge(entries, incarnation);
     for (const [field, entry] of entries) if (dirty.has(field) && state.get(field) === entry) dirty.delete(field);
   }
@@ -134,7 +141,9 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
       const pending = [...dirty].map((field) => [field, state.get(field)] as const);
       await writeBack(
         redis,
-        pending.filter((pair): pair is readonly [string, StateEntry] => pair[1] !== undefined).map(([field, entry]): [string, StateEntry] => [field, entry]),
+        pending
+          .filter((pair): pair is readonly [string, StateEntry] => pair[1] !== undefined)
+          .map(([field, entry]): [string, StateEntry] => [field, entry]),
         meta.incarnation,
       );
       mustRead = true;
@@ -191,7 +200,8 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
       // Redis's stamp replaces this clock's, so that every copy holds the very same entry.
       if (state.get(field) === local) state.replace(field, result.entry);
       dirty.delete(field);
-      if (known !== undefined && result.incarnation === known.incarnation && result.rev === known.rev + 1) known = { ...known, rev: result.rev };
+      if (known !== undefined && result.incarnation === known.incarnation && result.rev === known.rev + 1)
+        known = { ...known, rev: result.rev };
       else void sync();
       return true;
     } catch (error) {
@@ -249,7 +259,8 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
     },
     unrevoke: (kind, id) => change(fieldOf(REVOCATION_KINDS[kind], id), null, null),
     blockCompany: (company, blocked) => change(fieldOf('co', company), blocked ? true : null, null),
-    blockEmployee: (company, employee, blocked) => change(fieldOf('em', `${company}/${employee}`), blocked ? true : null, null),
+    blockEmployee: (company, employee, blocked) =>
+      change(fieldOf('em', `${company}/${employee}`), blocked ? true : null, null),
     sync,
     status() {
       if (store === undefined) return { shared: false, ageMs: undefined, entries: state.size };

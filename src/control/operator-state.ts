@@ -20,7 +20,9 @@ export const ttlOverrideSchema = z
     staleIfError: z.number().int().min(0).max(31_536_000).optional(),
     notFoundTtl: z.number().int().min(0).max(31_536_000).optional(),
   })
-  .refine((value) => Object.keys(value).length > 0, { message: 'at least one of ttl, staleWhileRevalidate, staleIfError, notFoundTtl' });
+  .refine((value) => Object.keys(value).length > 0, {
+    message: 'at least one of ttl, staleWhileRevalidate, staleIfError, notFoundTtl',
+  });
 
 export type TtlOverride = z.infer<typeof ttlOverrideSchema>;
 export type TtlOverrides = Partial<Record<ResourceName, TtlOverride>>;
@@ -189,8 +191,12 @@ export class OperatorState {
   // ── what the hit path asks (each a Map or Set lookup; nothing hashed unless needed) ──
 
   /** A revoked `sub`, or a revoked `jti` whose `exp` has not passed. */
-  isRevoked(principal: { readonly subject?: string | undefined; readonly tokenId?: string | undefined }, nowMs: number): boolean {
-    if (principal.subject !== undefined && this.#subjects.size > 0 && this.#subjects.has(principal.subject)) return true;
+  isRevoked(
+    principal: { readonly subject?: string | undefined; readonly tokenId?: string | undefined },
+    nowMs: number,
+  ): boolean {
+    if (principal.subject !== undefined && this.#subjects.size > 0 && this.#subjects.has(principal.subject))
+      return true;
     if (principal.tokenId === undefined || this.#tokenIds.size === 0) return false;
     const until = this.#tokenIds.get(principal.tokenId);
     return until !== undefined && until > nowMs;
@@ -234,7 +240,9 @@ export class OperatorState {
       const slash = id.indexOf('/');
       out.push({ kind: 'employee', company_id: id.slice(0, slash), employee_id: id.slice(slash + 1) });
     }
-    return out.sort((a, b) => compare(`${a.kind}/${a.company_id}/${a.employee_id ?? ''}`, `${b.kind}/${b.company_id}/${b.employee_id ?? ''}`));
+    return out.sort((a, b) =>
+      compare(`${a.kind}/${a.company_id}/${a.employee_id ?? ''}`, `${b.kind}/${b.company_id}/${b.employee_id ?? ''}`),
+    );
   }
 }
 

@@ -42,7 +42,10 @@ export async function mintDevToken(options: DevTokenOptions): Promise<string> {
     .setProtectedHeader({ alg: DEV_ALGORITHM, typ: 'JWT' })
     .setIssuedAt()
     .setExpirationTime(`${options.ttlSeconds ?? 86_400}s`)
-    .setSubject(options.subject ?? `dev-${String(options.company)}${options.employee === undefined ? '' : `-${String(options.employee)}`}`)
+    .setSubject(
+      options.subject ??
+        `dev-${String(options.company)}${options.employee === undefined ? '' : `-${String(options.employee)}`}`,
+    )
     .setJti(options.tokenId ?? randomUUID());
   if (options.issuer !== undefined) jwt = jwt.setIssuer(options.issuer);
   if (options.audience !== undefined) jwt = jwt.setAudience(options.audience);

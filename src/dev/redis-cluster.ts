@@ -62,23 +62,36 @@ function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: numbe
   const child = spawn(
     'redis-server',
     [
-      '--port', String(port),
-      '--bind', '127.0.0.1',
-      '--protected-mode', 'no',
-      '--save', '',
-      '--appendonly', 'no',
-      '--cluster-enabled', 'yes',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--protected-mode',
+      'no',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--cluster-enabled',
+      'yes',
       // Chosen, not port + 10 000: that one may be taken, or past 65 535.
-      '--cluster-port', String(busPort),
-      '--cluster-config-file', join(dir, `nodes-${String(port)}.conf`),
-      '--cluster-node-timeout', String(nodeTimeoutMs),
+      '--cluster-port',
+      String(busPort),
+      '--cluster-config-file',
+      join(dir, `nodes-${String(port)}.conf`),
+      '--cluster-node-timeout',
+      String(nodeTimeoutMs),
       // A replica whose master is unreachable may fail over however long it was disconnected.
-      '--cluster-replica-validity-factor', '0',
+      '--cluster-replica-validity-factor',
+      '0',
       // As the README asks of a cache's cluster: the masters that are up keep serving their slots
       // while one is failing over (with `yes`, every node answers CLUSTERDOWN meanwhile).
-      '--cluster-require-full-coverage', 'no',
-      '--dir', dir,
-      '--loglevel', 'notice',
+      '--cluster-require-full-coverage',
+      'no',
+      '--dir',
+      dir,
+      '--loglevel',
+      'notice',
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -99,7 +112,10 @@ function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: numbe
   });
 }
 
-async function launchOnFreePort(dir: string, nodeTimeoutMs: number): Promise<{ port: number; busPort: number; child: ChildProcess }> {
+async function launchOnFreePort(
+  dir: string,
+  nodeTimeoutMs: number,
+): Promise<{ port: number; busPort: number; child: ChildProcess }> {
   for (let attempt = 0; ; attempt++) {
     const [port, busPort] = [await freePort(), await freePort()];
     try {
@@ -122,7 +138,8 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   if (masters < 3) throw new TypeError('a Redis Cluster needs at least 3 masters');
   const dir = mkdtempSync(join(tmpdir(), 'slab-redis-cluster-'));
   const fixed = options.ports;
-  if (fixed !== undefined && fixed.length !== masters * 2) throw new TypeError(`a cluster of ${String(masters)} masters needs ${String(masters * 2)} ports`);
+  if (fixed !== undefined && fixed.length !== masters * 2)
+    throw new TypeError(`a cluster of ${String(masters)} masters needs ${String(masters * 2)} ports`);
   const launched = await Promise.all(
     Array.from({ length: masters * 2 }, async (_, i) => {
       const port = fixed?.[i];
@@ -145,17 +162,22 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   const busPorts = new Map<number, number>(launched.map(({ port, busPort }) => [port, busPort]));
 
   async function cli(node: ClusterNode, ...args: string[]): Promise<string> {
-    const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(node.port), ...args], { timeout: 5_000 });
+    const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(node.port), ...args], {
+      timeout: 5_000,
+    });
     return stdout;
   }
 
-  const live = (): ClusterNode[] => nodes.filter((node) => {
-    const child = children.get(node.port);
-    return child !== undefined && alive(child) && !paused.has(node.port);
-  });
+  const live = (): ClusterNode[] =>
+    nodes.filter((node) => {
+      const child = children.get(node.port);
+      return child !== undefined && alive(child) && !paused.has(node.port);
+    });
 
   /** `CLUSTER SHARDS`-free parse of `CLUSTER NODES` from a live node: port → role and slots. */
-  async function topology(): Promise<{ port: number; master: boolean; failed: boolean; slots: Array<[number, number]> }[]> {
+  async function topology(): Promise<
+    { port: number; master: boolean; failed: boolean; slots: Array<[number, number]> }[]
+  > {
     for (const node of live()) {
       try {
         const text = await cli(node, 'cluster', 'nodes');
@@ -189,14 +211,20 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     seeds: nodes.map((node) => node.address).join(','),
     cli,
     async masterOf(key) {
-      const slot = Number((await cli(live()[0] ?? nodes[0]!, 'cluster', 'keyslot', key)).trim());
-      const owner = (await topology()).find((n) => n.master && !n.failed && n.slots.some(([from, to]) => slot >= from && slot <= to));
+      const asked = live()[0] ?? nodes[0];
+      if (asked === undefined) throw new Error('the cluster has no nodes');
+      const slot = Number((await cli(asked, 'cluster', 'keyslot', key)).trim());
+      const owner = (await topology()).find(
+        (n) => n.master && !n.failed && n.slots.some(([from, to]) => slot >= from && slot <= to),
+      );
       const node = nodes.find((n) => n.port === owner?.port);
       if (node === undefined) throw new Error(`no master serves slot ${String(slot)}`);
       return node;
     },
     async masters() {
-      const ports = new Set((await topology()).filter((n) => n.master && !n.failed && n.slots.length > 0).map((n) => n.port));
+      const ports = new Set(
+        (await topology()).filter((n) => n.master && !n.failed && n.slots.length > 0).map((n) => n.port),
+      );
       return nodes.filter((node) => ports.has(node.port));
     },
     async kill(node) {
@@ -218,18 +246,28 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     },
     async restart(node) {
       await cluster.kill(node);
-      children.set(node.port, await launch(node.port, busPorts.get(node.port) ?? node.port + 10_000, dir, nodeTimeoutMs));
+      children.set(
+        node.port,
+        await launch(node.port, busPorts.get(node.port) ?? node.port + 10_000, dir, nodeTimeoutMs),
+      );
     },
     async waitHealthy(deadlineMs = 30_000) {
       const deadline = Date.now() + deadlineMs;
       for (;;) {
         try {
           const states = await Promise.all(live().map((node) => cli(node, 'cluster', 'info')));
-          const ok = states.length > 0 && states.every((info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_ok:16384'));
+          const ok =
+            states.length > 0 &&
+            states.every((info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_ok:16384'));
           if (ok) {
             const masters = (await topology()).filter((n) => n.master && !n.failed);
-            const covered = masters.reduce((sum, n) => sum + n.slots.reduce((s, [from, to]) => s + to - from + 1, 0), 0);
-            const liveMasters = masters.every((m) => m.slots.length === 0 || live().some((node) => node.port === m.port));
+            const covered = masters.reduce(
+              (sum, n) => sum + n.slots.reduce((s, [from, to]) => s + to - from + 1, 0),
+              0,
+            );
+            const liveMasters = masters.every(
+              (m) => m.slots.length === 0 || live().some((node) => node.port === m.port),
+            );
             if (covered === 16_384 && liveMasters) return;
           }
         } catch {
@@ -249,7 +287,11 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   };
 
   try {
-    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => n.address), '--cluster-replicas', '1', '--cluster-yes'], { timeout: 30_000 });
+    await run(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((n) => n.address), '--cluster-replicas', '1', '--cluster-yes'],
+      { timeout: 30_000 },
+    );
     await cluster.waitHealthy();
   } catch (error) {
     await cluster.stop();

@@ -27,7 +27,10 @@ function asFileSchema(schema: JsonObject, defaults: unknown): JsonObject {
     if (key === 'required') continue;
     if (key === 'properties' && isObject(value)) {
       result.properties = Object.fromEntries(
-        Object.entries(value).map(([name, property]) => [name, isObject(property) ? asFileSchema(property, isObject(defaults) ? defaults[name] : undefined) : property]),
+        Object.entries(value).map(([name, property]) => [
+          name,
+          isObject(property) ? asFileSchema(property, isObject(defaults) ? defaults[name] : undefined) : property,
+        ]),
       );
     } else {
       result[key] = value;
@@ -42,7 +45,8 @@ export function buildConfigJsonSchema(): JsonObject {
   return {
     $schema,
     title: 'slab-ops-proxy configuration (CONFIG_FILE)',
-    description: 'YAML; every key left out takes the built-in default shown in config/default.yaml. Durations are whole seconds. Generated from the zod schema by `npm run docs`.',
+    description:
+      'YAML; every key left out takes the built-in default shown in config/default.yaml. Durations are whole seconds. Generated from the zod schema by `npm run docs`.',
     ...asFileSchema(generated, BUILT_IN_CONFIG),
   };
 }

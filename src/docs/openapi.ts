@@ -8,7 +8,13 @@ import { PACKAGE_VERSION } from '../platform/package.js';
 import { ERROR_CODES, ERROR_REGISTRY, type ErrorCode, problemType } from '../errors/registry.js';
 import { ALLOWED_METHODS, FORBIDDEN_REASONS } from '../errors/proxy-error.js';
 import { REQUEST_ID } from '../http/request-id.js';
-import { FILTER_TEXT_PATTERN, type FilterGrammar, GRAMMAR_DESCRIPTIONS, PER_PAGE_DEFAULT, PER_PAGE_MAX } from '../catalog/grammar.js';
+import {
+  FILTER_TEXT_PATTERN,
+  type FilterGrammar,
+  GRAMMAR_DESCRIPTIONS,
+  PER_PAGE_DEFAULT,
+  PER_PAGE_MAX,
+} from '../catalog/grammar.js';
 import { API_PREFIX, RESOURCES, type ResourceDef } from '../catalog/resources.js';
 
 /** Where the description is committed, from the repository root. */
@@ -33,7 +39,10 @@ export function positiveDecimalUpTo(bound: string): string {
   for (let position = 0; position < bound.length; position++) {
     const digit = Number(bound[position]);
     const lowest = position === 0 ? 1 : 0;
-    if (digit > lowest) alternatives.push(`${bound.slice(0, position)}${range(lowest, digit - 1)}${anyDigits(bound.length - position - 1)}`);
+    if (digit > lowest)
+      alternatives.push(
+        `${bound.slice(0, position)}${range(lowest, digit - 1)}${anyDigits(bound.length - position - 1)}`,
+      );
   }
   alternatives.push(bound);
   return alternatives.join('|');
@@ -80,7 +89,11 @@ const PROBLEM_EXTRAS: Readonly<Partial<Record<ErrorCode, JsonObject>>> = {
     required: ['reason', 'missing'],
     properties: {
       reason: { enum: FORBIDDEN_REASONS },
-      missing: { type: 'array', items: { type: 'string' }, description: 'Permission names the credential (or employee) lacks.' },
+      missing: {
+        type: 'array',
+        items: { type: 'string' },
+        description: 'Permission names the credential (or employee) lacks.',
+      },
     },
   },
   rate_limited: {
@@ -97,26 +110,39 @@ const UPSTREAM_PASSED_ON = new Set([401, 403, 404, 429]);
 
 const HEADERS: Readonly<Record<string, JsonObject>> = {
   'Cache-Status': {
-    description: 'RFC 9211, member `slab-proxy`: e.g. `slab-proxy; hit; ttl=12`, `slab-proxy; fwd=miss; fwd-status=200; stored`.',
+    description:
+      'RFC 9211, member `slab-proxy`: e.g. `slab-proxy; hit; ttl=12`, `slab-proxy; fwd=miss; fwd-status=200; stored`.',
     schema: { type: 'string', pattern: '^slab-proxy(?:; .+)?$' },
   },
   'Cache-Control': {
-    description: '`private, max-age=<seconds of freshness>` on 200 and 404 (with `Age`: what is left is max-age − Age, RFC 9111 §4.2.3); `no-store` on errors.',
+    description:
+      '`private, max-age=<seconds of freshness>` on 200 and 404 (with `Age`: what is left is max-age − Age, RFC 9111 §4.2.3); `no-store` on errors.',
     schema: { type: 'string' },
   },
   Vary: { description: 'Names `Authorization`: each credential has its own answer.', schema: { type: 'string' } },
-  ETag: { description: 'A strong validator of the body (RFC 9110 §8.8.3); send it back in `If-None-Match` for a 304.', schema: { type: 'string', pattern: '^"[!#-~]*"$' } },
+  ETag: {
+    description: 'A strong validator of the body (RFC 9110 §8.8.3); send it back in `If-None-Match` for a 304.',
+    schema: { type: 'string', pattern: '^"[!#-~]*"$' },
+  },
   Age: { description: 'Seconds since the answer was stored (RFC 9111 §5.1).', schema: { type: 'integer', minimum: 0 } },
   RateLimit: {
-    description: 'draft-ietf-httpapi-ratelimit-headers-11: the tighter policy\'s remaining quota and seconds to reset, e.g. `"credential";r=17;t=42`.',
+    description:
+      'draft-ietf-httpapi-ratelimit-headers-11: the tighter policy\'s remaining quota and seconds to reset, e.g. `"credential";r=17;t=42`.',
     schema: { type: 'string' },
   },
   'RateLimit-Policy': {
-    description: 'draft-ietf-httpapi-ratelimit-headers-11: every policy, e.g. `"credential";q=600;w=60, "company";q=3000;w=60`.',
+    description:
+      'draft-ietf-httpapi-ratelimit-headers-11: every policy, e.g. `"credential";q=600;w=60, "company";q=3000;w=60`.',
     schema: { type: 'string' },
   },
-  'X-Request-Id': { description: "The client's own id when it fits the pattern, else a new UUID; also sent upstream.", schema: { type: 'string', pattern: REQUEST_ID.source } },
-  'Retry-After': { description: 'Seconds (RFC 9110 §10.2.3); the upstream\'s own value, as it sent it, on its 429s.', schema: { type: 'string' } },
+  'X-Request-Id': {
+    description: "The client's own id when it fits the pattern, else a new UUID; also sent upstream.",
+    schema: { type: 'string', pattern: REQUEST_ID.source },
+  },
+  'Retry-After': {
+    description: "Seconds (RFC 9110 §10.2.3); the upstream's own value, as it sent it, on its 429s.",
+    schema: { type: 'string' },
+  },
   'WWW-Authenticate': {
     description: 'RFC 6750 §3: `Bearer realm="slab-ops"`, with `error="invalid_token"` when a token was given.',
     schema: { type: 'string', pattern: '^Bearer ' },
@@ -126,8 +152,19 @@ const HEADERS: Readonly<Record<string, JsonObject>> = {
 const header = (name: keyof typeof HEADERS): JsonObject => ({ $ref: `#/components/headers/${name}` });
 
 /** Headers every read answer carries once authenticated; each answer adds its own. */
-const COMMON_HEADERS = { 'X-Request-Id': header('X-Request-Id'), RateLimit: header('RateLimit'), 'RateLimit-Policy': header('RateLimit-Policy') };
-const CACHED_HEADERS = { ...COMMON_HEADERS, 'Cache-Status': header('Cache-Status'), 'Cache-Control': header('Cache-Control'), Vary: header('Vary'), ETag: header('ETag'), Age: header('Age') };
+const COMMON_HEADERS = {
+  'X-Request-Id': header('X-Request-Id'),
+  RateLimit: header('RateLimit'),
+  'RateLimit-Policy': header('RateLimit-Policy'),
+};
+const CACHED_HEADERS = {
+  ...COMMON_HEADERS,
+  'Cache-Status': header('Cache-Status'),
+  'Cache-Control': header('Cache-Control'),
+  Vary: header('Vary'),
+  ETag: header('ETag'),
+  Age: header('Age'),
+};
 
 function pascal(name: string): string {
   return name
@@ -142,7 +179,13 @@ function problemSchemaOf(code: ErrorCode): JsonObject {
   return {
     allOf: [
       { $ref: '#/components/schemas/Problem' },
-      { properties: { code: { const: code }, type: { const: problemType(code) }, status: { const: ERROR_REGISTRY[code].status } } },
+      {
+        properties: {
+          code: { const: code },
+          type: { const: problemType(code) },
+          status: { const: ERROR_REGISTRY[code].status },
+        },
+      },
       ...(extras === undefined ? [] : [extras]),
     ],
   };
@@ -176,7 +219,9 @@ function errorResponses(): Record<string, JsonObject> {
 }
 
 function errorRefs(statuses: readonly number[]): Record<string, JsonObject> {
-  return Object.fromEntries(statuses.map((status) => [String(status), { $ref: `#/components/responses/Error${String(status)}` }]));
+  return Object.fromEntries(
+    statuses.map((status) => [String(status), { $ref: `#/components/responses/Error${String(status)}` }]),
+  );
 }
 
 function filterParameter(name: string, grammar: FilterGrammar): JsonObject {
@@ -211,7 +256,11 @@ function operations(resource: ResourceDef, errorStatuses: readonly number[]): Re
           ...resource.filters.map((filter) => filterParameter(filter.name, filter.grammar)),
         ],
         responses: {
-          '200': { description: "A page, the upstream's bytes unchanged.", headers: CACHED_HEADERS, content: { 'application/json': { schema: { $ref: '#/components/schemas/Page' } } } },
+          '200': {
+            description: "A page, the upstream's bytes unchanged.",
+            headers: CACHED_HEADERS,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Page' } } },
+          },
           ...notModified,
           ...errorRefs(errorStatuses),
         },
@@ -225,7 +274,11 @@ function operations(resource: ResourceDef, errorStatuses: readonly number[]): Re
         description: `Needs ${permissions}. Takes no query parameters. A malformed id is a 404 without asking the upstream; the upstream's 404 for a record is cached for \`notFoundTtl\`.`,
         parameters: [...common.parameters, { $ref: '#/components/parameters/Id' }],
         responses: {
-          '200': { description: "The record, the upstream's bytes unchanged.", headers: CACHED_HEADERS, content: { 'application/json': { schema: { $ref: '#/components/schemas/Record' } } } },
+          '200': {
+            description: "The record, the upstream's bytes unchanged.",
+            headers: CACHED_HEADERS,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Record' } } },
+          },
           ...notModified,
           ...errorRefs(errorStatuses),
         },
@@ -258,7 +311,8 @@ export function buildOpenApiDocument(): JsonObject {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'JWT',
-          description: 'A JWT of the company (`company_id`), with `view_slab` and the resource\'s permission; never in the query (`access_token` is refused).',
+          description:
+            "A JWT of the company (`company_id`), with `view_slab` and the resource's permission; never in the query (`access_token` is refused).",
         },
       },
       parameters: {
@@ -273,7 +327,8 @@ export function buildOpenApiDocument(): JsonObject {
           name: 'after_id',
           in: 'query',
           required: false,
-          description: 'Keyset cursor: `meta.next_after_id` of the previous page (0 or a positive integer up to 2^53-1).',
+          description:
+            'Keyset cursor: `meta.next_after_id` of the previous page (0 or a positive integer up to 2^53-1).',
           schema: { type: 'string', pattern: GRAMMAR_PATTERNS.cursor },
         },
         Id: {
@@ -283,8 +338,20 @@ export function buildOpenApiDocument(): JsonObject {
           description: 'The record id: a positive integer up to 2^53-1, no leading zeros.',
           schema: { type: 'string', pattern: GRAMMAR_PATTERNS.id },
         },
-        XRequestId: { name: 'X-Request-Id', in: 'header', required: false, description: 'Kept when it fits; else a new UUID is given.', schema: { type: 'string' } },
-        IfNoneMatch: { name: 'If-None-Match', in: 'header', required: false, description: 'An `ETag` from an earlier answer: 304 while it still matches.', schema: { type: 'string' } },
+        XRequestId: {
+          name: 'X-Request-Id',
+          in: 'header',
+          required: false,
+          description: 'Kept when it fits; else a new UUID is given.',
+          schema: { type: 'string' },
+        },
+        IfNoneMatch: {
+          name: 'If-None-Match',
+          in: 'header',
+          required: false,
+          description: 'An `ETag` from an earlier answer: 304 while it still matches.',
+          schema: { type: 'string' },
+        },
       },
       headers: HEADERS,
       schemas: {

@@ -11,7 +11,10 @@ export abstract class ProxyError extends Error {
   /** Response headers this error needs (`Allow`, `Retry-After`, `WWW-Authenticate`). */
   readonly headers: Readonly<Record<string, string>>;
 
-  constructor(readonly detail: string, headers: Readonly<Record<string, string>> = {}) {
+  constructor(
+    readonly detail: string,
+    headers: Readonly<Record<string, string>> = {},
+  ) {
     super(detail);
     this.headers = headers;
   }
@@ -28,7 +31,10 @@ export abstract class ProxyError extends Error {
 
 export class InvalidParameterError extends ProxyError {
   readonly code = 'invalid_parameter';
-  constructor(readonly parameter: string, detail: string) {
+  constructor(
+    readonly parameter: string,
+    detail: string,
+  ) {
     super(detail);
   }
   override extras(): ProblemExtras {
@@ -46,7 +52,10 @@ export class InvalidRequestError extends ProxyError {
  * `invalid_request` (400: sent in a way the proxy refuses), `invalid_token` (401),
  * `insufficient_scope` (403, with the `scope` it needs when that is an OAuth scope).
  */
-function bearerChallenge(error?: 'invalid_request' | 'invalid_token' | 'insufficient_scope', scope?: string): Readonly<Record<string, string>> {
+function bearerChallenge(
+  error?: 'invalid_request' | 'invalid_token' | 'insufficient_scope',
+  scope?: string,
+): Readonly<Record<string, string>> {
   const attributes = ['realm="slab-ops"'];
   if (error !== undefined) attributes.push(`error="${error}"`);
   if (scope !== undefined) attributes.push(`scope="${scope}"`);
@@ -99,9 +108,15 @@ export type ForbiddenReason = 'permission' | 'employee' | 'scope' | 'module' | '
 
 export class ForbiddenError extends ProxyError {
   readonly code = 'forbidden';
-  constructor(readonly reason: ForbiddenReason, readonly missing: readonly string[] = []) {
+  constructor(
+    readonly reason: ForbiddenReason,
+    readonly missing: readonly string[] = [],
+  ) {
     const scope = reason === 'scope' ? missing.join(' ') : undefined;
-    super(FORBIDDEN_DETAILS[reason], bearerChallenge('insufficient_scope', scope !== undefined && SCOPE.test(scope) ? scope : undefined));
+    super(
+      FORBIDDEN_DETAILS[reason],
+      bearerChallenge('insufficient_scope', scope !== undefined && SCOPE.test(scope) ? scope : undefined),
+    );
   }
   override extras(): ProblemExtras {
     return { reason: this.reason, missing: this.missing };
@@ -138,13 +153,18 @@ export class MethodNotAllowedError extends ProxyError {
 export class NotAcceptableError extends ProxyError {
   readonly code = 'not_acceptable';
   constructor() {
-    super('None of the content codings the Accept-Encoding header allows can be sent (identity, gzip and br are offered).');
+    super(
+      'None of the content codings the Accept-Encoding header allows can be sent (identity, gzip and br are offered).',
+    );
   }
 }
 
 export class RateLimitedError extends ProxyError {
   readonly code = 'rate_limited';
-  constructor(readonly retryAfterSeconds: number, readonly policy: string) {
+  constructor(
+    readonly retryAfterSeconds: number,
+    readonly policy: string,
+  ) {
     super('Too many requests; retry after the time given.', { 'retry-after': String(retryAfterSeconds) });
   }
   override extras(): ProblemExtras {
@@ -176,7 +196,10 @@ export class BadGatewayError extends ProxyError {
 export class UpstreamUnavailableError extends ProxyError {
   readonly code = 'upstream_unavailable';
   constructor(retryAfterSeconds?: number) {
-    super('The upstream cannot be reached.', retryAfterSeconds === undefined ? {} : { 'retry-after': String(retryAfterSeconds) });
+    super(
+      'The upstream cannot be reached.',
+      retryAfterSeconds === undefined ? {} : { 'retry-after': String(retryAfterSeconds) },
+    );
   }
 }
 
@@ -190,21 +213,29 @@ export class UpstreamTimeoutError extends ProxyError {
 export class ShuttingDownError extends ProxyError {
   readonly code = 'shutting_down';
   constructor() {
-    super('This replica is shutting down; retry, another one will answer.', { 'retry-after': '1', connection: 'close' });
+    super('This replica is shutting down; retry, another one will answer.', {
+      'retry-after': '1',
+      connection: 'close',
+    });
   }
 }
 
 export class SharedStateUnavailableError extends ProxyError {
   readonly code = 'shared_state_unavailable';
   constructor() {
-    super('The change applies on this replica, but Redis could not take it to the others: retry once Redis is back.', { 'retry-after': '1' });
+    super('The change applies on this replica, but Redis could not take it to the others: retry once Redis is back.', {
+      'retry-after': '1',
+    });
   }
 }
 
 /** RFC 9457 §3: `pointer` is a JSON Pointer (RFC 6901) to the member at fault, as a URI fragment. */
 export class InvalidBodyError extends ProxyError {
   readonly code = 'invalid_body';
-  constructor(readonly pointer: string, detail: string) {
+  constructor(
+    readonly pointer: string,
+    detail: string,
+  ) {
     super(detail);
   }
   override extras(): ProblemExtras {

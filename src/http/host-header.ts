@@ -20,9 +20,13 @@ export function hostHeaderProblem(req: IncomingMessage): InvalidRequestError | u
   const hosts = req.headersDistinct.host;
   if (hosts === undefined) {
     // HTTP/1.0 has no Host requirement.
-    return req.httpVersionMajor === 1 && req.httpVersionMinor === 0 ? undefined : new InvalidRequestError('The request has no Host header.');
+    return req.httpVersionMajor === 1 && req.httpVersionMinor === 0
+      ? undefined
+      : new InvalidRequestError('The request has no Host header.');
   }
   if (hosts.length !== 1) return new InvalidRequestError('The request has more than one Host header.');
   const host = hosts[0];
-  return host !== undefined && HOST.test(host) ? undefined : new InvalidRequestError('The Host header is not a valid host.');
+  return host !== undefined && HOST.test(host)
+    ? undefined
+    : new InvalidRequestError('The Host header is not a valid host.');
 }

@@ -13,7 +13,12 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { InvalidRequestError, MethodNotAllowedError, RequestHeadersTooLargeError, type ProxyError } from '../errors/proxy-error.js';
+import {
+  InvalidRequestError,
+  MethodNotAllowedError,
+  RequestHeadersTooLargeError,
+  type ProxyError,
+} from '../errors/proxy-error.js';
 import type { RequestLog } from '../observability/logger.js';
 import { problemBody } from './problem.js';
 import { requestIdOf } from './request-id.js';
@@ -44,7 +49,9 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     return;
   }
   const problem: ProxyError =
-    error.code === 'HPE_HEADER_OVERFLOW' ? new RequestHeadersTooLargeError() : new InvalidRequestError('The request could not be parsed.');
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? new RequestHeadersTooLargeError()
+      : new InvalidRequestError('The request could not be parsed.');
   writeRawProblem(socket, problem, randomUUID());
 }
 

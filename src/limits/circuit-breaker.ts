@@ -24,7 +24,8 @@ export class CircuitBreaker {
   #probing = false;
 
   constructor(options: BreakerOptions) {
-    if (!Number.isInteger(options.failures) || options.failures < 1) throw new TypeError('upstream.breaker.failures must be a positive integer');
+    if (!Number.isInteger(options.failures) || options.failures < 1)
+      throw new TypeError('upstream.breaker.failures must be a positive integer');
     this.#failures = options.failures;
     this.#openForMs = options.openForMs;
     this.#now = options.now ?? Date.now;

@@ -106,7 +106,10 @@ function keysOf(principal: Principal): { readonly credential: string; readonly c
   let keys = KEYS.get(principal);
   if (keys === undefined) {
     // Credential ids are free text: encoded, so a key cannot run into another's.
-    keys = { credential: `${principal.company}:${Buffer.from(principal.credential).toString('base64url')}`, company: principal.company };
+    keys = {
+      credential: `${principal.company}:${Buffer.from(principal.credential).toString('base64url')}`,
+      company: principal.company,
+    };
     KEYS.set(principal, keys);
   }
   return keys;
@@ -119,7 +122,10 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   const shareOf = (policy: RatePolicy): number => Math.max(1, Math.floor(policy.points / replicas));
   const clock = options.now === undefined ? {} : { now: options.now };
   // The local windows hold this replica's share only when a shared count exists elsewhere.
-  const localPoints = options.redis === undefined ? { credential: perCredential.points, company: perCompany.points } : { credential: shareOf(perCredential), company: shareOf(perCompany) };
+  const localPoints =
+    options.redis === undefined
+      ? { credential: perCredential.points, company: perCompany.points }
+      : { credential: shareOf(perCredential), company: shareOf(perCompany) };
   const local = {
     credential: new LocalWindowLimiter(perCredential.duration, clock),
     company: new LocalWindowLimiter(perCompany.duration, clock),
@@ -127,10 +133,17 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
 
   function decideLocally(principal: Principal): LimitVerdict {
     const keys = keysOf(principal);
-    const credential: PolicyCount = { name: 'credential', points: localPoints.credential, ...local.credential.consume(keys.credential) };
+    const credential: PolicyCount = {
+      name: 'credential',
+      points: localPoints.credential,
+      ...local.credential.consume(keys.credential),
+    };
     // A credential over its own limit does not spend its company's allowance (and its colleagues').
     if (credential.consumed > credential.points) return verdictOf([credential], policyHeader);
-    return verdictOf([credential, { name: 'company', points: localPoints.company, ...local.company.consume(keys.company) }], policyHeader);
+    return verdictOf(
+      [credential, { name: 'company', points: localPoints.company, ...local.company.consume(keys.company) }],
+      policyHeader,
+    );
   }
 
   const redis = options.redis;
@@ -168,7 +181,8 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   const reserving = { credential: new Map<string, Promise<boolean>>(), company: new Map<string, Promise<boolean>>() };
   // A replica can hold up to two batches unspent (the rest of one, and the next, reserved ahead):
   // a sixteenth of the allowance per replica keeps what idle replicas strand under an eighth.
-  const batchOf = (policy: RatePolicy): number => Math.max(1, Math.min(100, Math.floor(policy.points / (replicas * 16))));
+  const batchOf = (policy: RatePolicy): number =>
+    Math.max(1, Math.min(100, Math.floor(policy.points / (replicas * 16))));
   const MAX_LEASES = 100_000;
   /** Whether a policy's leases are refilled ahead: only when its batches exceed one point. */
   const refillsAhead = { credential: batchOf(perCredential) > 1, company: batchOf(perCompany) > 1 };
@@ -185,11 +199,19 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
       // Not for a batch of one (an allowance under 16 points per replica): a point reserved
       // ahead and never spent here would be one refused elsewhere, a large share of so small an
       // allowance; and so small an allowance is never busy enough for the round trip to matter.
-      if (refillsAhead[name] && lease.left <= lease.refillBelow && lease.reservedTotal < points && !reserving[name].has(key)) void reserve(name, key);
+      if (
+        refillsAhead[name] &&
+        lease.left <= lease.refillBelow &&
+        lease.reservedTotal < points &&
+        !reserving[name].has(key)
+      )
+        void reserve(name, key);
       return { name, points, consumed: lease.reservedTotal - lease.left, msBeforeNext: lease.resetAt - at };
     }
     // Nothing left here: refused until the window resets if the key is spent everywhere.
-    return lease.reservedTotal >= points ? { name, points, consumed: points + 1, msBeforeNext: lease.resetAt - at } : undefined;
+    return lease.reservedTotal >= points
+      ? { name, points, consumed: points + 1, msBeforeNext: lease.resetAt - at }
+      : undefined;
   }
 
   /** Requests of this replica waiting for a key's next reservation: it reserves for all of them. */
@@ -280,7 +302,10 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
         if (credential.consumed > credential.points) return verdictOf([credential], policyHeader);
         const company = count('company', keys.company);
         if (!(company instanceof Promise)) return verdictOf([credential, company], policyHeader); // no Redis at all
-        return bounded(principal, company.then((c) => (c === undefined ? undefined : [credential, c])));
+        return bounded(
+          principal,
+          company.then((c) => (c === undefined ? undefined : [credential, c])),
+        );
       }
       return bounded(
         principal,

@@ -21,7 +21,9 @@ export function pauseFromRetryAfter(value: string | undefined, now: number): num
   let ms: number;
   if (DELAY_SECONDS.test(text)) ms = Number(text) * 1000;
   else {
-    const at = HTTP_DATE.some((form) => form.test(text)) ? Date.parse(text.endsWith('GMT') ? text : `${text} GMT`) : Number.NaN;
+    const at = HTTP_DATE.some((form) => form.test(text))
+      ? Date.parse(text.endsWith('GMT') ? text : `${text} GMT`)
+      : Number.NaN;
     ms = Number.isNaN(at) ? DEFAULT_PAUSE_MS : at - now;
   }
   // A date in the past or "0" still pauses a moment: the upstream did just say 429.

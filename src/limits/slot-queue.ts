@@ -37,7 +37,10 @@ interface Waiter {
   grant(slot: Slot): void;
 }
 
-export type Acquired = { readonly kind: 'slot'; readonly slot: Slot } | { readonly kind: 'timeout' } | { readonly kind: 'failed' };
+export type Acquired =
+  | { readonly kind: 'slot'; readonly slot: Slot }
+  | { readonly kind: 'timeout' }
+  | { readonly kind: 'failed' };
 
 export class SlotQueue {
   readonly #limiter: Bottleneck;

@@ -158,12 +158,19 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     };
     const client =
       redis.clusterNodes !== undefined && redis.clusterNodes.length > 0
-        ? new Cluster(clusterNodes(redis.clusterNodes), { redisOptions: clientOptions, enableOfflineQueue: false, ...FAIL_FAST_CLUSTER_OPTIONS })
+        ? new Cluster(clusterNodes(redis.clusterNodes), {
+            redisOptions: clientOptions,
+            enableOfflineQueue: false,
+            ...FAIL_FAST_CLUSTER_OPTIONS,
+          })
         : new Redis(urlOf(redis.url), clientOptions);
     handleScriptRejections(client);
     const connection = new Bottleneck.IORedisConnection({ client });
     connection.on('error', (error: unknown) => options.onError?.(error));
-    const health = new RedisHealth(client, options.onRedisFailure === undefined ? {} : { onFailure: options.onRedisFailure });
+    const health = new RedisHealth(
+      client,
+      options.onRedisFailure === undefined ? {} : { onFailure: options.onRedisFailure },
+    );
     const limiter = new Bottleneck({
       ...storeSettings(current),
       // Not the `-upstream` id of earlier versions: its stored settings expired keys in whole ms.
@@ -229,7 +236,7 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
       const target = clustered;
       // The cache's breaker is read for the node that holds the budget's keys: that node failing a
       // lookup is reason enough to keep to the local share at once.
-      if (target !== undefined && target.health.usable() && redis?.sharedHealth.usable(budgetKey) === true) {
+      if (target?.health.usable() && redis?.sharedHealth.usable(budgetKey) === true) {
         const acquired = await target.queue.acquire(maxWaitMs);
         if (acquired.kind === 'slot') return hold(acquired.slot, job, true);
         if (acquired.kind === 'timeout') return REFUSED;
@@ -252,7 +259,10 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     waiting: () => local.waiting + (clustered?.queue.waiting ?? 0),
     async close() {
       local.close();
-      await Promise.all([Promise.resolve().then(() => localLimiter.stop({ dropWaitingJobs: true })), closeClustered(clustered)]).catch(() => undefined);
+      await Promise.all([
+        Promise.resolve().then(() => localLimiter.stop({ dropWaitingJobs: true })),
+        closeClustered(clustered),
+      ]).catch(() => undefined);
     },
   };
 }
@@ -287,7 +297,8 @@ function handleScriptRejections(client: Redis | Cluster): void {
     commands[name] = (...args: unknown[]): unknown => {
       const callback = args.at(-1);
       if (typeof callback === 'function') {
-        args[args.length - 1] = (error: unknown, result: unknown): unknown => Reflect.apply(callback, undefined, [asBottleneckSaysIt(error), result]);
+        args[args.length - 1] = (error: unknown, result: unknown): unknown =>
+          Reflect.apply(callback, undefined, [asBottleneckSaysIt(error), result]);
       }
       const result: unknown = Reflect.apply(command, client, args);
       if (result instanceof Promise) result.catch(() => undefined);
@@ -298,6 +309,7 @@ function handleScriptRejections(client: Redis | Cluster): void {
 
 /** The budget's Redis is the cache's: never a silent default of localhost. */
 function urlOf(url: string | undefined): string {
-  if (url === undefined) throw new TypeError('REDIS_URL or REDIS_CLUSTER_NODES is required for the clustered upstream budget');
+  if (url === undefined)
+    throw new TypeError('REDIS_URL or REDIS_CLUSTER_NODES is required for the clustered upstream budget');
   return url;
 }

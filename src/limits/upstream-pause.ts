@@ -6,7 +6,9 @@
  */
 import type { RedisClient, RedisHealth } from '../platform/redis.js';
 
-export type PauseCheck = { readonly kind: 'go'; readonly probe: boolean } | { readonly kind: 'paused'; readonly retryAfterMs: number };
+export type PauseCheck =
+  | { readonly kind: 'go'; readonly probe: boolean }
+  | { readonly kind: 'paused'; readonly retryAfterMs: number };
 
 export interface UpstreamPause {
   check(company: string): Promise<PauseCheck>;

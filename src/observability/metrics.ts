@@ -74,7 +74,9 @@ export interface MetricsOptions {
 }
 
 /** Latency buckets, seconds: a hit is tens of microseconds, a miss is the upstream's time. */
-const REQUEST_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const REQUEST_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
 const UPSTREAM_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** One series of a histogram recorded off prom-client: counts per bucket (the last is +Inf), sum, count. */
@@ -137,7 +139,11 @@ class RecordedHistogram extends Histogram {
         cumulative += series.buckets[index] ?? 0;
         values.push({ metricName: `${this.#name}_bucket`, labels: { ...series.labels, le: bound }, value: cumulative });
       });
-      values.push({ metricName: `${this.#name}_bucket`, labels: { ...series.labels, le: '+Inf' }, value: series.count });
+      values.push({
+        metricName: `${this.#name}_bucket`,
+        labels: { ...series.labels, le: '+Inf' },
+        value: series.count,
+      });
       values.push({ metricName: `${this.#name}_sum`, labels: series.labels, value: series.sum });
       values.push({ metricName: `${this.#name}_count`, labels: series.labels, value: series.count });
     }
@@ -328,7 +334,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     'Seconds since this replica last confirmed its operator state (TTL overrides, revocations, blocks) with Redis.',
     options.operatorStateAgeSeconds,
   );
-  scrapedGauge('slab_proxy_redis_down_seconds', 'Seconds this replica has been without a usable Redis; 0 while connected.', options.redisDownSeconds);
+  scrapedGauge(
+    'slab_proxy_redis_down_seconds',
+    'Seconds this replica has been without a usable Redis; 0 while connected.',
+    options.redisDownSeconds,
+  );
   const { cacheFootprint } = options;
   if (cacheFootprint !== undefined) {
     const tierGauge = (name: string, what: string, read: (tier: CacheFootprint) => number): void => {
@@ -358,7 +368,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const l1Hit = l1Counts.entry({ result: 'hit' });
   const l1Miss = l1Counts.entry({ result: 'miss' });
   /** Each request label set's count and duration series, by the labels' own key (bounded). */
-  const requestEntries = new Map<string, { readonly count: PendingCount<'resource' | 'status' | 'cache'>; readonly seconds: HistogramSeries }>();
+  const requestEntries = new Map<
+    string,
+    { readonly count: PendingCount<'resource' | 'status' | 'cache'>; readonly seconds: HistogramSeries }
+  >();
   const includeProcess = options.processMetrics !== false;
   // Started now, not at the first scrape: the event-loop delay and GC collectors measure from
   // the moment they exist.

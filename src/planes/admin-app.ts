@@ -63,11 +63,16 @@ const DEFAULT_REVOCATION_SECONDS = 30 * 86_400;
 /** The tenant grammar of the claims (README, "Credentials and permissions"): a positive integer, or 1–64 of `[A-Za-z0-9_-]`. */
 const COMPANY = /^[A-Za-z0-9_-]{1,64}$/;
 
-const companyId = z.union([z.number().int().positive().max(Number.MAX_SAFE_INTEGER).transform(String), z.string().regex(COMPANY)]);
+const companyId = z.union([
+  z.number().int().positive().max(Number.MAX_SAFE_INTEGER).transform(String),
+  z.string().regex(COMPANY),
+]);
 const jtiRevocation = z.strictObject({ jti: z.string().min(1).max(256), exp: z.number().int().positive().optional() });
 const subRevocation = z.strictObject({ sub: z.string().min(1).max(256) });
 /** By `sub` when only `sub` is given, else by `jti`: so that an error names the member at fault. */
-function parseRevocation(body: unknown): ReturnType<typeof jtiRevocation.safeParse> | ReturnType<typeof subRevocation.safeParse> {
+function parseRevocation(
+  body: unknown,
+): ReturnType<typeof jtiRevocation.safeParse> | ReturnType<typeof subRevocation.safeParse> {
   const bySub = typeof body === 'object' && body !== null && 'sub' in body && !('jti' in body);
   return bySub ? subRevocation.safeParse(body) : jtiRevocation.safeParse(body);
 }
@@ -96,18 +101,29 @@ function bodyProblem(error: z.ZodError): InvalidBodyError {
   const issue = error.issues[0];
   const path = issue?.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0] ?? ''] : (issue?.path ?? []);
   const pointer = `#${path.map((part) => `/${String(part).replaceAll('~', '~0').replaceAll('/', '~1')}`).join('')}`;
-  const detail = issue?.code === 'unrecognized_keys' ? 'Unknown member.' : issue?.code === 'invalid_type' && issue.input === undefined ? 'A required member is missing.' : 'Invalid value.';
+  const detail =
+    issue?.code === 'unrecognized_keys'
+      ? 'Unknown member.'
+      : issue?.code === 'invalid_type' && issue.input === undefined
+        ? 'A required member is missing.'
+        : 'Invalid value.';
   return new InvalidBodyError(pointer, detail);
 }
 
 /** A page of a sorted listing: `after` is the last key of the previous page (opaque to clients). */
-function page<T>(items: readonly T[], keyOf: (item: T) => string, query: Request['query']): { items: T[]; next: string | null } | ProxyError {
+function page<T>(
+  items: readonly T[],
+  keyOf: (item: T) => string,
+  query: Request['query'],
+): { items: T[]; next: string | null } | ProxyError {
   const limitText = typeof query.limit === 'string' ? query.limit : undefined;
   const limit = limitText === undefined ? DEFAULT_PAGE : Number(limitText);
-  if (limitText !== undefined && (!/^[1-9][0-9]{0,3}$/.test(limitText) || limit > MAX_PAGE)) return new InvalidParameterError('limit', `1 to ${String(MAX_PAGE)}.`);
+  if (limitText !== undefined && (!/^[1-9][0-9]{0,3}$/.test(limitText) || limit > MAX_PAGE))
+    return new InvalidParameterError('limit', `1 to ${String(MAX_PAGE)}.`);
   let start = 0;
   if (query.after !== undefined) {
-    if (typeof query.after !== 'string' || !/^[A-Za-z0-9_-]{1,2048}$/.test(query.after)) return new InvalidParameterError('after', 'The `next` of the previous page.');
+    if (typeof query.after !== 'string' || !/^[A-Za-z0-9_-]{1,2048}$/.test(query.after))
+      return new InvalidParameterError('after', 'The `next` of the previous page.');
     const after = Buffer.from(query.after, 'base64url').toString('utf8');
     start = items.findIndex((item) => keyOf(item) > after);
     if (start === -1) start = items.length;
@@ -143,27 +159,41 @@ export function createAdminApp(options: AdminAppOptions): Express {
   // The client surface's OpenAPI description (README, What clients see), public like /metrics.
   const openApi = renderOpenApi();
   app.get('/openapi.json', function openApiDescription(_req: Request, res: Response) {
-    res.status(200).set('content-type', 'application/json; charset=utf-8').set('cache-control', 'no-cache').send(openApi);
+    res
+      .status(200)
+      .set('content-type', 'application/json; charset=utf-8')
+      .set('cache-control', 'no-cache')
+      .send(openApi);
   });
 
   if (operator !== undefined) {
     const expected = digest(operator.token);
     const now = operator.now ?? Date.now;
     const { control } = operator;
-    const problem = (req: Request, res: Response, error: ProxyError): void => writeProblem(res, error, requestIdOf(req));
+    const problem = (req: Request, res: Response, error: ProxyError): void =>
+      writeProblem(res, error, requestIdOf(req));
     /** A change Redis could not take to the other replicas yet (it applies here): not a success. */
     const notShared = (req: Request, res: Response): void => problem(req, res, new SharedStateUnavailableError());
     const noStore = (res: Response): Response => res.set('cache-control', 'no-store');
 
     app.use('/admin', function requireAdminToken(req: Request, res: Response, next: NextFunction) {
-      if (!tokenMatches(req.headers.authorization, expected)) return problem(req, res, new UnauthenticatedError(req.headers.authorization === undefined ? 'missing' : 'signature'));
+      if (!tokenMatches(req.headers.authorization, expected))
+        return problem(
+          req,
+          res,
+          new UnauthenticatedError(req.headers.authorization === undefined ? 'missing' : 'signature'),
+        );
       next();
     });
     app.use('/admin', function requireJson(req: Request, res: Response, next: NextFunction) {
       // A body must say it is JSON; one sent as a form or as text would otherwise arrive empty and
       // be blamed on a missing member (RFC 9110 §15.5.16).
-      const hasBody = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
-      if (hasBody && !req.is(['application/json', 'application/*+json'])) return problem(req, res, new UnsupportedMediaTypeError());
+      const hasBody =
+        req.headers['content-length'] !== undefined
+          ? req.headers['content-length'] !== '0'
+          : req.headers['transfer-encoding'] !== undefined;
+      if (hasBody && !req.is(['application/json', 'application/*+json']))
+        return problem(req, res, new UnsupportedMediaTypeError());
       next();
     });
     app.use('/admin', express.json({ limit: '16kb', strict: false, type: ['application/json', 'application/*+json'] }));
@@ -172,9 +202,18 @@ export function createAdminApp(options: AdminAppOptions): Express {
       const config = operator.config();
       const overrides = control.overrides();
       const resources = Object.fromEntries(
-        RESOURCE_NAMES.map((name) => [name, { ...operator.policies.policyFor(name), ...(overrides[name] !== undefined && { override: overrides[name] }) }]),
+        RESOURCE_NAMES.map((name) => [
+          name,
+          { ...operator.policies.policyFor(name), ...(overrides[name] !== undefined && { override: overrides[name] }) },
+        ]),
       );
-      noStore(res).json({ cache: { ...config.cache, effective: resources }, rateLimit: config.rateLimit, upstream: config.upstream, control: config.control, auth: config.auth });
+      noStore(res).json({
+        cache: { ...config.cache, effective: resources },
+        rateLimit: config.rateLimit,
+        upstream: config.upstream,
+        control: config.control,
+        auth: config.auth,
+      });
     });
 
     app.get('/admin/cache/ttl', function listTtl(_req: Request, res: Response) {
@@ -201,7 +240,8 @@ export function createAdminApp(options: AdminAppOptions): Express {
       const parsed = purgeBody.safeParse(req.body);
       if (!parsed.success) return problem(req, res, bodyProblem(parsed.error));
       const { company_id: company, resource } = parsed.data;
-      if (resource !== undefined && !isResourceName(resource)) return problem(req, res, new NotFoundError('No such resource.'));
+      if (resource !== undefined && !isResourceName(resource))
+        return problem(req, res, new NotFoundError('No such resource.'));
       // Without the store's new generation, or the announcement, the other replicas keep serving.
       if (!(await operator.reads.purge(company, resource))) return notShared(req, res);
       noStore(res).json({ company_id: company, resource: resource ?? null, purged: true });
@@ -223,7 +263,8 @@ export function createAdminApp(options: AdminAppOptions): Express {
       }
       const nowSeconds = Math.floor(now() / 1000);
       // A token whose exp has passed is refused anyway: a revocation of it would do nothing.
-      if (body.exp !== undefined && body.exp <= nowSeconds) return problem(req, res, new InvalidBodyError('#/exp', 'That token has already expired.'));
+      if (body.exp !== undefined && body.exp <= nowSeconds)
+        return problem(req, res, new InvalidBodyError('#/exp', 'That token has already expired.'));
       // Kept until the token's exp; without one, for the longest a token may reasonably live.
       const until = body.exp ?? nowSeconds + DEFAULT_REVOCATION_SECONDS;
       if (!(await control.revoke('jti', body.jti, until))) return notShared(req, res);
@@ -232,7 +273,8 @@ export function createAdminApp(options: AdminAppOptions): Express {
 
     app.delete('/admin/revocations/:kind/:id', async function unrevoke(req: Request, res: Response) {
       const kind = String(req.params.kind);
-      if (kind !== 'jti' && kind !== 'sub' && kind !== 'digest') return problem(req, res, new NotFoundError('Revocations are by jti, sub or digest.'));
+      if (kind !== 'jti' && kind !== 'sub' && kind !== 'digest')
+        return problem(req, res, new NotFoundError('Revocations are by jti, sub or digest.'));
       if (!(await control.unrevoke(kind satisfies RevocationKind, String(req.params.id)))) return notShared(req, res);
       res.status(204).end();
     });

@@ -17,7 +17,13 @@ export function packageFile(relative: string): string {
 function readPackageVersion(): string {
   try {
     const manifest: unknown = JSON.parse(readFileSync(packageFile('package.json'), 'utf8'));
-    if (typeof manifest === 'object' && manifest !== null && 'version' in manifest && typeof manifest.version === 'string') return manifest.version;
+    if (
+      typeof manifest === 'object' &&
+      manifest !== null &&
+      'version' in manifest &&
+      typeof manifest.version === 'string'
+    )
+      return manifest.version;
   } catch {
     // A build copied without its package.json still runs; it just cannot say its version.
   }

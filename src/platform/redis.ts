@@ -135,7 +135,11 @@ export const STUCK_CLUSTER_MS = 5_000;
  * ready after `STUCK_CLUSTER_MS`, it is made to start over: a new connection to the seed nodes and
  * a fresh slot map, every `STUCK_CLUSTER_MS` until it is ready. A client closed on purpose stops.
  */
-function reconnectWhenStuck(cluster: Cluster, onError: ((error: Error) => void) | undefined, now: () => number = Date.now): void {
+function reconnectWhenStuck(
+  cluster: Cluster,
+  onError: ((error: Error) => void) | undefined,
+  now: () => number = Date.now,
+): void {
   let unreadySince: number | undefined = now();
   cluster.on('ready', () => {
     unreadySince = undefined;
@@ -146,7 +150,9 @@ function reconnectWhenStuck(cluster: Cluster, onError: ((error: Error) => void) 
     unreadySince ??= now();
     if (now() - unreadySince < STUCK_CLUSTER_MS) return;
     unreadySince = now();
-    onError?.(new Error(`Redis Cluster not ready for ${String(STUCK_CLUSTER_MS)} ms: reconnecting from the seed nodes`));
+    onError?.(
+      new Error(`Redis Cluster not ready for ${String(STUCK_CLUSTER_MS)} ms: reconnecting from the seed nodes`),
+    );
     cluster.disconnect(true);
   }, 1_000);
   watchdog.unref();

@@ -56,7 +56,8 @@ export function canonicaliseTarget(url: string): CanonicalRead | ProxyError {
   if (target.kind === 'invalid') return new InvalidRequestError('The request target must be a path.');
   if (target.kind === 'other') return new NotFoundError();
   const params = parseRawQuery(target.rawQuery);
-  if (hasAccessTokenParam(params)) return new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.');
+  if (hasAccessTokenParam(params))
+    return new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.');
   const route = resolveRoute(target.path);
   if (route.kind === 'unknown' || route.kind === 'malformed') return new NotFoundError();
   return buildCanonicalRead(route, params);

@@ -17,7 +17,12 @@ export interface ParsedQuery {
 
 export interface CanonicalMemo {
   parse(rawQuery: string): ParsedQuery;
-  read(route: Extract<Route, { kind: 'list' | 'record' }>, path: string, rawQuery: string, parsed: ParsedQuery): CanonicalRead | ProxyError;
+  read(
+    route: Extract<Route, { kind: 'list' | 'record' }>,
+    path: string,
+    rawQuery: string,
+    parsed: ParsedQuery,
+  ): CanonicalRead | ProxyError;
 }
 
 /** Longer targets are canonicalised every time: memory stays bounded by entries × this. */

@@ -6,7 +6,10 @@
  */
 import { RESOURCES, type ResourceDef, type ResourceName } from '../catalog/resources.js';
 
-export type SandboxRecord = Readonly<Record<string, string | number | boolean | null>> & { readonly id: number; readonly company_id: string | number };
+export type SandboxRecord = Readonly<Record<string, string | number | boolean | null>> & {
+  readonly id: number;
+  readonly company_id: string | number;
+};
 
 export type Dataset = ReadonlyMap<ResourceName, readonly SandboxRecord[]>;
 
@@ -70,7 +73,9 @@ const ORDER: readonly ResourceName[] = [
   'remnants',
 ];
 
-const DOMAIN_FIELDS: Readonly<Record<ResourceName, (random: () => number, id: number) => Record<string, string | number>>> = {
+const DOMAIN_FIELDS: Readonly<
+  Record<ResourceName, (random: () => number, id: number) => Record<string, string | number>>
+> = {
   warehouses: (r) => ({ name: `Warehouse ${Math.floor(r() * 90) + 10}`, capacity_slabs: Math.floor(r() * 900) + 100 }),
   receipts: (_r, id) => ({ reference: `RCP-${id}` }),
   'receipt-items': (r) => ({ quantity: Math.floor(r() * 8) + 1, condition: r() < 0.9 ? 'ok' : 'damaged' }),
@@ -137,7 +142,8 @@ export function generateDataset(seed = 20_261_122): Dataset {
       id += 1 + Math.floor(random() * 3); // gaps, as ids of a real table have
       const createdAt = EPOCH + id * 37_000;
       const record: Record<string, string | number | boolean | null> = { id, company_id: company };
-      for (const filter of resource.filters) record[filter.name] = filterValue(resource, filter.name, company, random, made);
+      for (const filter of resource.filters)
+        record[filter.name] = filterValue(resource, filter.name, company, random, made);
       Object.assign(record, DOMAIN_FIELDS[name](random, id));
       record.created_at = new Date(createdAt).toISOString();
       record.updated_at = new Date(createdAt + Math.floor(random() * 86_400_000)).toISOString();

@@ -48,7 +48,8 @@ export function parseFaults(input: unknown): Faults {
     throw new FaultError('body must be malformed, truncated or not-object');
   }
   const resource = input.resource;
-  if (resource !== undefined && (typeof resource !== 'string' || !isResourceName(resource))) throw new FaultError('unknown resource');
+  if (resource !== undefined && (typeof resource !== 'string' || !isResourceName(resource)))
+    throw new FaultError('unknown resource');
   const retryAfter = input.retryAfter;
   if (retryAfter !== undefined && typeof retryAfter !== 'string') throw new FaultError('retryAfter must be a string');
   const latencyMs = optionalInteger(input, 'latencyMs', 0, 600_000);

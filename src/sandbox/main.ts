@@ -37,9 +37,14 @@ const SANDBOX_COMMAND: Command = {
 };
 
 async function run(): Promise<void> {
-  parseCommandLine(SANDBOX_COMMAND, (args) => parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }));
+  parseCommandLine(SANDBOX_COMMAND, (args) =>
+    parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }),
+  );
   const env = loadEnv(process.env);
-  const keys: KeySourceOptions = env.keySource === undefined ? { kind: 'secret', secret: DEV_SECRET } : { ...env.keySource, ...(env.jwtAlgorithms !== undefined && { algorithms: env.jwtAlgorithms }) };
+  const keys: KeySourceOptions =
+    env.keySource === undefined
+      ? { kind: 'secret', secret: DEV_SECRET }
+      : { ...env.keySource, ...(env.jwtAlgorithms !== undefined && { algorithms: env.jwtAlgorithms }) };
   const port = integerVar('SANDBOX_PORT', 8081);
   if (port > 65_535) throw new ConfigError('SANDBOX_PORT', 'must be a port number');
   const sandbox = createSandbox({

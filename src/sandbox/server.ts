@@ -100,7 +100,16 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
 }
 
 function emptyStats(): SandboxStats {
-  return { served: 0, inFlight: 0, maxInFlight: 0, maxPerSecond: 0, maxPerSlidingSecond: 0, startsBySecond: {}, rateLimited: 0, byTarget: {} };
+  return {
+    served: 0,
+    inFlight: 0,
+    maxInFlight: 0,
+    maxPerSecond: 0,
+    maxPerSlidingSecond: 0,
+    startsBySecond: {},
+    rateLimited: 0,
+    byTarget: {},
+  };
 }
 
 export function createSandbox(options: SandboxOptions): Sandbox {
@@ -174,7 +183,8 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       return json(res, 400, { error: 'invalid_parameter', parameter: 'per_page' });
     }
     const afterText = query.get('after_id');
-    if (afterText !== null && !SMALL_ID.test(afterText)) return json(res, 400, { error: 'invalid_parameter', parameter: 'after_id' });
+    if (afterText !== null && !SMALL_ID.test(afterText))
+      return json(res, 400, { error: 'invalid_parameter', parameter: 'after_id' });
     const afterId = afterText === null ? 0 : Number(afterText);
     const filters = resource.filters.map((f) => [f.name, query.get(f.name)] as const).filter(([, v]) => v !== null);
     const page: SandboxRecord[] = [];
@@ -189,29 +199,51 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       page.push(record);
     }
     const last = page[page.length - 1];
-    json(res, 200, { data: page, meta: { per_page: perPage, has_more: hasMore, next_after_id: hasMore && last !== undefined ? last.id : null } });
+    json(res, 200, {
+      data: page,
+      meta: { per_page: perPage, has_more: hasMore, next_after_id: hasMore && last !== undefined ? last.id : null },
+    });
   }
 
-  function single(res: ServerResponse, resourceName: ResourceName, principal: Principal, idText: string, query: URLSearchParams): void {
+  function single(
+    res: ServerResponse,
+    resourceName: ResourceName,
+    principal: Principal,
+    idText: string,
+    query: URLSearchParams,
+  ): void {
     for (const name of query.keys()) return json(res, 400, { error: 'invalid_parameter', parameter: name });
     const id = SMALL_ID.test(idText) ? Number(idText) : Number.NaN;
     const record = (dataset.get(resourceName) ?? []).find((r) => r.id === id);
     // Seed §4: another company's record is answered exactly like a missing one.
-    if (record === undefined || String(record.company_id) !== principal.company) return json(res, 404, { error: 'not_found' });
+    if (record === undefined || String(record.company_id) !== principal.company)
+      return json(res, 404, { error: 'not_found' });
     json(res, 200, { data: record });
   }
 
-  async function answerApi(req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): Promise<void> {
-    if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'method_not_allowed' }, { allow: 'GET, HEAD' });
+  async function answerApi(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    query: URLSearchParams,
+  ): Promise<void> {
+    if (req.method !== 'GET' && req.method !== 'HEAD')
+      return json(res, 405, { error: 'method_not_allowed' }, { allow: 'GET, HEAD' });
     const [name = '', id, ...rest] = path.split('/');
     const resource = findResource(name);
     if (resource === undefined || rest.length > 0) return json(res, 404, { error: 'not_found' });
     const principal = await authenticate(req);
     if (principal === undefined) {
-      return json(res, 401, { error: 'unauthenticated' }, { 'www-authenticate': 'Bearer realm="sandbox", error="invalid_token"' });
+      return json(
+        res,
+        401,
+        { error: 'unauthenticated' },
+        { 'www-authenticate': 'Bearer realm="sandbox", error="invalid_token"' },
+      );
     }
     const forbidden = authorize(principal, resource, DEFAULT_AUTHORIZATION_POLICY, noBlocks);
-    if (forbidden !== undefined) return json(res, 403, { error: 'forbidden', reason: forbidden.reason, missing: forbidden.missing });
+    if (forbidden !== undefined)
+      return json(res, 403, { error: 'forbidden', reason: forbidden.reason, missing: forbidden.missing });
     if (id === undefined) list(res, resource.name, principal, query);
     else single(res, resource.name, principal, id, query);
   }
@@ -244,7 +276,12 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     const fault = faults.take(path.split('/')[0]);
     if (fault?.latencyMs !== undefined) await delay(fault.latencyMs);
     if (fault?.status !== undefined) {
-      return json(res, fault.status, { error: `fault_${fault.status}` }, fault.retryAfter === undefined ? {} : { 'retry-after': fault.retryAfter });
+      return json(
+        res,
+        fault.status,
+        { error: `fault_${fault.status}` },
+        fault.retryAfter === undefined ? {} : { 'retry-after': fault.retryAfter },
+      );
     }
     if (fault?.body !== undefined) return corrupt(res, fault.body);
     await answerApi(req, res, path, query);
@@ -275,7 +312,8 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       if (action === 'rate-limit' && req.method === 'PUT') {
         const body = await readJson(req);
         const perSecond = typeof body === 'object' && body !== null && 'perSecond' in body ? body.perSecond : undefined;
-        if (typeof perSecond !== 'number' || !Number.isInteger(perSecond) || perSecond < 0) throw new FaultError('perSecond must be an integer ≥ 0');
+        if (typeof perSecond !== 'number' || !Number.isInteger(perSecond) || perSecond < 0)
+          throw new FaultError('perSecond must be an integer ≥ 0');
         rateLimit = perSecond;
         return json(res, 200, { ok: true });
       }
@@ -293,7 +331,8 @@ export function createSandbox(options: SandboxOptions): Sandbox {
         else res.destroy();
       });
     };
-    if (options.control === true && target.startsWith(CONTROL_PREFIX)) return done(handleControl(req, res, target.slice(CONTROL_PREFIX.length)));
+    if (options.control === true && target.startsWith(CONTROL_PREFIX))
+      return done(handleControl(req, res, target.slice(CONTROL_PREFIX.length)));
     if (target.startsWith(`${API_PREFIX}/`)) return done(handleApi(req, res, target));
     json(res, 404, { error: 'not_found' });
   });

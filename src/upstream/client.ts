@@ -34,7 +34,11 @@ export type UpstreamFailureKind =
   | 'broken';
 
 export class UpstreamFailure extends Error {
-  constructor(readonly kind: UpstreamFailureKind, readonly reason: string, readonly elapsedMs: number) {
+  constructor(
+    readonly kind: UpstreamFailureKind,
+    readonly reason: string,
+    readonly elapsedMs: number,
+  ) {
     super(`upstream ${kind}: ${reason}`);
   }
 }
@@ -52,10 +56,22 @@ export interface UpstreamClient {
   close(): Promise<void>;
 }
 
-const REFUSED_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+const REFUSED_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+]);
 /** Codes of a pooled connection that the upstream closed under us before answering. */
 const STALE_CONNECTION_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
-const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+const TIMEOUT_CODES = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ETIMEDOUT',
+]);
 
 function errorCode(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
@@ -122,7 +138,11 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         try {
           return await exchange(request, startedAt, deadline);
         } catch (error) {
-          const retry = attempt === 0 && !deadline.aborted && !(error instanceof UpstreamFailure) && STALE_CONNECTION_CODES.has(errorCode(error) ?? '');
+          const retry =
+            attempt === 0 &&
+            !deadline.aborted &&
+            !(error instanceof UpstreamFailure) &&
+            STALE_CONNECTION_CODES.has(errorCode(error) ?? '');
           if (!retry) throw classify(error, deadline, performance.now() - startedAt);
         }
       }

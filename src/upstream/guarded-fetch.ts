@@ -38,12 +38,22 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
     const paused = await pause.check(company);
     if (paused.kind === 'paused') {
       metrics?.upstreamRefused('paused');
-      return { kind: 'failure', error: new RateLimitedError(seconds(paused.retryAfterMs), 'upstream'), fwdStatus: 429, upstreamMs: 0 };
+      return {
+        kind: 'failure',
+        error: new RateLimitedError(seconds(paused.retryAfterMs), 'upstream'),
+        fwdStatus: 429,
+        upstreamMs: 0,
+      };
     }
     const admitted = breaker.admit();
     if (!admitted.allowed) {
       metrics?.upstreamRefused('breaker');
-      return { kind: 'failure', error: new UpstreamUnavailableError(seconds(admitted.retryAfterMs)), fwdStatus: 503, upstreamMs: 0 };
+      return {
+        kind: 'failure',
+        error: new UpstreamUnavailableError(seconds(admitted.retryAfterMs)),
+        fwdStatus: 503,
+        upstreamMs: 0,
+      };
     }
     const slot = await budget.run(() => fetch(request), options.maxQueueWaitMs);
     if (slot.kind === 'refused') {
@@ -55,7 +65,8 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
     const outcome: OriginOutcome = slot.value;
     if (metrics !== undefined) {
       const resource = request.read.resource.name;
-      if (outcome.kind === 'failure') metrics.upstream(resource, outcome.upstreamStatus ?? 'error', outcome.upstreamMs / 1000);
+      if (outcome.kind === 'failure')
+        metrics.upstream(resource, outcome.upstreamStatus ?? 'error', outcome.upstreamMs / 1000);
       else metrics.upstream(resource, outcome.answer.status, outcome.answer.elapsedMs / 1000);
     }
     if (outcome.kind === 'failure') breaker.failure();

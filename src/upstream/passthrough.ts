@@ -9,7 +9,12 @@ import { Agent as HttpsAgent } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { createProxyMiddleware, proxyEventsPlugin, type RequestHandler } from 'http-proxy-middleware';
-import { BadGatewayError, type ProxyError, UpstreamTimeoutError, UpstreamUnavailableError } from '../errors/proxy-error.js';
+import {
+  BadGatewayError,
+  type ProxyError,
+  UpstreamTimeoutError,
+  UpstreamUnavailableError,
+} from '../errors/proxy-error.js';
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 
@@ -25,7 +30,8 @@ export interface Passthrough {
 }
 
 function errorFor(error: Error & { code?: string }): ProxyError {
-  if (error.code === 'ECONNREFUSED' || error.code === 'ENOTFOUND' || error.code === 'EHOSTUNREACH') return new UpstreamUnavailableError();
+  if (error.code === 'ECONNREFUSED' || error.code === 'ENOTFOUND' || error.code === 'EHOSTUNREACH')
+    return new UpstreamUnavailableError();
   if (error.code === 'ETIMEDOUT' || error.code === 'ECONNABORTED') return new UpstreamTimeoutError();
   return new BadGatewayError();
 }

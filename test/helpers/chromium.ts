@@ -26,7 +26,12 @@ const FLAGS = [
 export async function withChromiumPage<T>(use: (page: Page) => Promise<T>): Promise<T> {
   const profile = mkdtempSync(join(tmpdir(), 'slab-chromium-'));
   // launchPersistentContext is playwright's way to give Chromium its --user-data-dir.
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport: { width: 1000, height: 800 } });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: FLAGS,
+    viewport: { width: 1000, height: 800 },
+  });
   try {
     const page = context.pages()[0] ?? (await context.newPage());
     return await use(page);

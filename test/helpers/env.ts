@@ -79,8 +79,17 @@ export async function startProxy(options: StartProxyOptions): Promise<ProxyHandl
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
     ...(options.adminToken !== undefined && { adminToken: options.adminToken }),
   });
-  const { port, adminPort } = await app.listen({ port: 0, host: '127.0.0.1', ...(options.adminToken !== undefined && { adminPort: 0 }) });
-  return { app, url: `http://127.0.0.1:${port}`, adminUrl: adminPort === undefined ? undefined : `http://127.0.0.1:${adminPort}`, close: () => app.close() };
+  const { port, adminPort } = await app.listen({
+    port: 0,
+    host: '127.0.0.1',
+    ...(options.adminToken !== undefined && { adminPort: 0 }),
+  });
+  return {
+    app,
+    url: `http://127.0.0.1:${port}`,
+    adminUrl: adminPort === undefined ? undefined : `http://127.0.0.1:${adminPort}`,
+    close: () => app.close(),
+  };
 }
 
 /** The target the proxy forwards for a client target: what the sandbox counts in `byTarget`. */
@@ -96,7 +105,10 @@ export function upstreamCount(sandbox: Sandbox, target: string): number {
 }
 
 /** A sandbox with a proxy in front of it: the usual test bed. */
-export async function startStack(proxy: Omit<StartProxyOptions, 'upstreamUrl'> = {}, sandboxOptions: Partial<SandboxOptions> = {}) {
+export async function startStack(
+  proxy: Omit<StartProxyOptions, 'upstreamUrl'> = {},
+  sandboxOptions: Partial<SandboxOptions> = {},
+) {
   const sandbox = await startSandbox(sandboxOptions);
   const handle = await startProxy({ ...proxy, upstreamUrl: sandbox.url });
   return {

@@ -42,7 +42,8 @@ function parseResponse(raw: Buffer, method: string): RawResponse {
   }
   let body = raw.subarray(split + 4);
   if (headers['transfer-encoding']?.includes('chunked')) body = dechunk(body);
-  else if (headers['content-length'] !== undefined && method !== 'HEAD') body = body.subarray(0, Number(headers['content-length']));
+  else if (headers['content-length'] !== undefined && method !== 'HEAD')
+    body = body.subarray(0, Number(headers['content-length']));
   if (method === 'HEAD' || status === 204 || status === 304) body = Buffer.alloc(0);
   const text = body.toString('utf8');
   return { status, headers, headerList, body, text, json: () => JSON.parse(text) as unknown };
@@ -66,7 +67,11 @@ function dechunk(body: Buffer): Buffer {
 export function send(baseUrl: string, target: string, options: SendOptions = {}): Promise<RawResponse> {
   const url = new URL(baseUrl);
   const method = options.method ?? 'GET';
-  const headerLines = [...(options.omitHost === true ? [] : [`Host: ${url.host}`]), ...(options.headers ?? []).map(([n, v]) => `${n}: ${v}`), 'Connection: close'];
+  const headerLines = [
+    ...(options.omitHost === true ? [] : [`Host: ${url.host}`]),
+    ...(options.headers ?? []).map(([n, v]) => `${n}: ${v}`),
+    'Connection: close',
+  ];
   if (options.body !== undefined) headerLines.push(`Content-Length: ${Buffer.byteLength(options.body)}`);
   const head = `${method} ${target} HTTP/${options.httpVersion ?? '1.1'}\r\n${headerLines.join('\r\n')}\r\n\r\n`;
   return new Promise((resolve, reject) => {
@@ -87,6 +92,11 @@ export function send(baseUrl: string, target: string, options: SendOptions = {})
 }
 
 /** GET with a bearer token: the common case. */
-export function getWithToken(baseUrl: string, target: string, token: string, extra: SendOptions = {}): Promise<RawResponse> {
+export function getWithToken(
+  baseUrl: string,
+  target: string,
+  token: string,
+  extra: SendOptions = {},
+): Promise<RawResponse> {
   return send(baseUrl, target, { ...extra, headers: [['Authorization', `Bearer ${token}`], ...(extra.headers ?? [])] });
 }

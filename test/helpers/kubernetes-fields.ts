@@ -36,12 +36,27 @@ export function unknownFieldErrors(manifests: readonly KubernetesObject[]): stri
   try {
     execFileSync(
       process.execPath,
-      ['node_modules/typescript/bin/tsc', '--ignoreConfig', '--noEmit', '--strict', '--target', 'ES2022', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', '', file],
+      [
+        'node_modules/typescript/bin/tsc',
+        '--ignoreConfig',
+        '--noEmit',
+        '--strict',
+        '--target',
+        'ES2022',
+        '--module',
+        'NodeNext',
+        '--moduleResolution',
+        'NodeNext',
+        '--types',
+        '',
+        file,
+      ],
       { encoding: 'utf8', stdio: 'pipe' },
     );
     return '';
   } catch (error) {
-    const output = typeof error === 'object' && error !== null && 'stdout' in error ? String(error.stdout) : String(error);
+    const output =
+      typeof error === 'object' && error !== null && 'stdout' in error ? String(error.stdout) : String(error);
     return output.trim() === '' ? String(error) : output.trim();
   } finally {
     rmSync(directory, { recursive: true, force: true });

@@ -13,7 +13,11 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 
-export type Manifest = Record<string, unknown> & { readonly apiVersion: string; readonly kind: string; metadata: { name: string; [key: string]: unknown } };
+export type Manifest = Record<string, unknown> & {
+  readonly apiVersion: string;
+  readonly kind: string;
+  metadata: { name: string; [key: string]: unknown };
+};
 
 const SUPPORTED_KEYS = new Set(['apiVersion', 'kind', 'resources', 'configMapGenerator', 'images']);
 
@@ -49,7 +53,13 @@ function readYamlDocuments(file: string): unknown[] {
 }
 
 function asManifest(value: unknown, file: string): Manifest {
-  if (!isObject(value) || typeof value.apiVersion !== 'string' || typeof value.kind !== 'string' || !isObject(value.metadata) || typeof value.metadata.name !== 'string') {
+  if (
+    !isObject(value) ||
+    typeof value.apiVersion !== 'string' ||
+    typeof value.kind !== 'string' ||
+    !isObject(value.metadata) ||
+    typeof value.metadata.name !== 'string'
+  ) {
     throw new Error(`${file}: not a Kubernetes object with apiVersion, kind and metadata.name`);
   }
   return value as Manifest;
@@ -87,7 +97,9 @@ function renderLevel(directory: string): Level {
   const file = kustomizationIn(directory);
   const [kustomization] = readYamlDocuments(file);
   if (!isObject(kustomization)) throw new Error(`${file}: not a mapping`);
-  for (const key of Object.keys(kustomization)) if (!SUPPORTED_KEYS.has(key)) throw new Error(`${file}: "${key}" is not supported by the test renderer (test/helpers/kustomize.ts)`);
+  for (const key of Object.keys(kustomization))
+    if (!SUPPORTED_KEYS.has(key))
+      throw new Error(`${file}: "${key}" is not supported by the test renderer (test/helpers/kustomize.ts)`);
 
   const manifests: Manifest[] = [];
   const generated = new Map<string, Manifest>();
@@ -111,12 +123,14 @@ function renderLevel(directory: string): Level {
       manifests.push(manifest);
       generated.set(generator.name, manifest);
     } else {
-      if (existing === undefined) throw new Error(`${file}: ${behavior} of ConfigMap ${generator.name}, which no base generates`);
+      if (existing === undefined)
+        throw new Error(`${file}: ${behavior} of ConfigMap ${generator.name}, which no base generates`);
       existing.data = behavior === 'replace' ? data : { ...(existing.data as Record<string, string>), ...data };
     }
   }
   for (const rule of (kustomization.images ?? []) as ImageRule[]) {
-    for (const manifest of manifests) for (const container of containersOf(manifest)) container.image = retag(container.image, rule);
+    for (const manifest of manifests)
+      for (const container of containersOf(manifest)) container.image = retag(container.image, rule);
   }
   return { manifests, generated };
 }
@@ -124,7 +138,8 @@ function renderLevel(directory: string): Level {
 /** The containers (and init containers) of a workload's pod template, or of a Pod. */
 function containersOf(manifest: Manifest): Array<Record<string, unknown> & { image: string }> {
   const spec = manifest.spec;
-  const podSpec = manifest.kind === 'Pod' ? spec : isObject(spec) && isObject(spec.template) ? spec.template.spec : undefined;
+  const podSpec =
+    manifest.kind === 'Pod' ? spec : isObject(spec) && isObject(spec.template) ? spec.template.spec : undefined;
   if (!isObject(podSpec)) return [];
   return [...((podSpec.containers ?? []) as unknown[]), ...((podSpec.initContainers ?? []) as unknown[])].filter(
     (c): c is Record<string, unknown> & { image: string } => isObject(c) && typeof c.image === 'string',
@@ -178,16 +193,21 @@ export function configMapHash(data: Readonly<Record<string, string>>): string {
 /** Where a pod spec names a ConfigMap: volumes, `envFrom`, and `env[].valueFrom`. */
 function renameConfigMapReferences(manifest: Manifest, names: ReadonlyMap<string, string>): void {
   const spec = manifest.spec;
-  const podSpec = manifest.kind === 'Pod' ? spec : isObject(spec) && isObject(spec.template) ? spec.template.spec : undefined;
+  const podSpec =
+    manifest.kind === 'Pod' ? spec : isObject(spec) && isObject(spec.template) ? spec.template.spec : undefined;
   if (!isObject(podSpec)) return;
   const rename = (holder: unknown): void => {
     if (isObject(holder) && typeof holder.name === 'string') holder.name = names.get(holder.name) ?? holder.name;
   };
   for (const volume of (podSpec.volumes ?? []) as unknown[]) if (isObject(volume)) rename(volume.configMap);
-  for (const container of [...((podSpec.containers ?? []) as unknown[]), ...((podSpec.initContainers ?? []) as unknown[])]) {
+  for (const container of [
+    ...((podSpec.containers ?? []) as unknown[]),
+    ...((podSpec.initContainers ?? []) as unknown[]),
+  ]) {
     if (!isObject(container)) continue;
     for (const source of (container.envFrom ?? []) as unknown[]) if (isObject(source)) rename(source.configMapRef);
-    for (const variable of (container.env ?? []) as unknown[]) if (isObject(variable) && isObject(variable.valueFrom)) rename(variable.valueFrom.configMapKeyRef);
+    for (const variable of (container.env ?? []) as unknown[])
+      if (isObject(variable) && isObject(variable.valueFrom)) rename(variable.valueFrom.configMapKeyRef);
   }
 }
 

@@ -24,7 +24,12 @@ export async function closedLoop(options: {
   /** The `i`-th request of the run (0-based, over all clients). */
   readonly next: (i: number) => LoadTarget;
   /** Told of every answer: the request's index, its status and headers, and when it ended (ms). */
-  readonly onAnswer?: (i: number, status: number, headers: Readonly<Record<string, string | string[] | undefined>>, at: number) => void;
+  readonly onAnswer?: (
+    i: number,
+    status: number,
+    headers: Readonly<Record<string, string | string[] | undefined>>,
+    at: number,
+  ) => void;
 }): Promise<LoadResult> {
   const dispatcher = new Agent({ connections: options.connections, keepAliveTimeout: 10_000 });
   const byStatus: Record<string, number> = {};
@@ -37,7 +42,10 @@ export async function closedLoop(options: {
       const index = issued++;
       const target = options.next(index);
       try {
-        const res = await request(`${target.base}${target.path}`, { dispatcher, headers: { authorization: `Bearer ${target.token}` } });
+        const res = await request(`${target.base}${target.path}`, {
+          dispatcher,
+          headers: { authorization: `Bearer ${target.token}` },
+        });
         await res.body.dump();
         options.onAnswer?.(index, res.statusCode, res.headers, Date.now());
         byStatus[String(res.statusCode)] = (byStatus[String(res.statusCode)] ?? 0) + 1;

@@ -11,7 +11,12 @@ export interface RunningProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-export function runNode(script: string, env: Record<string, string> = {}, args: readonly string[] = [], options: { readonly cwd?: string } = {}): RunningProcess {
+export function runNode(
+  script: string,
+  env: Record<string, string> = {},
+  args: readonly string[] = [],
+  options: { readonly cwd?: string } = {},
+): RunningProcess {
   const child = spawn(process.execPath, [script, ...args], {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -28,7 +28,8 @@ export function metricNames(expression: string): string[] {
   parser.parse(text).iterate({
     enter(node) {
       if (node.type.isError) errors.push(node.from);
-      if (node.name === 'Identifier' && node.node.parent?.name === 'VectorSelector') names.add(text.slice(node.from, node.to));
+      if (node.name === 'Identifier' && node.node.parent?.name === 'VectorSelector')
+        names.add(text.slice(node.from, node.to));
     },
   });
   if (errors.length > 0) throw new Error(`not PromQL at ${String(errors[0])}: ${expression}`);
@@ -41,14 +42,20 @@ export interface DashboardPanel {
   readonly title: string;
   readonly gridPos: { readonly x: number; readonly y: number; readonly w: number; readonly h: number };
   readonly datasource?: { readonly type: string; readonly uid: string };
-  readonly targets?: ReadonlyArray<{ readonly expr: string; readonly refId: string; readonly datasource?: { readonly uid: string } }>;
+  readonly targets?: ReadonlyArray<{
+    readonly expr: string;
+    readonly refId: string;
+    readonly datasource?: { readonly uid: string };
+  }>;
 }
 
 export interface Dashboard {
   readonly uid: string;
   readonly title: string;
   readonly schemaVersion: number;
-  readonly templating: { readonly list: ReadonlyArray<{ readonly name: string; readonly type: string; readonly query?: unknown }> };
+  readonly templating: {
+    readonly list: ReadonlyArray<{ readonly name: string; readonly type: string; readonly query?: unknown }>;
+  };
   readonly panels: readonly DashboardPanel[];
 }
 
@@ -64,7 +71,9 @@ export interface AlertRule {
   readonly annotations?: Record<string, string>;
 }
 
-export function readRules(): { readonly groups: ReadonlyArray<{ readonly name: string; readonly rules: readonly AlertRule[] }> } {
+export function readRules(): {
+  readonly groups: ReadonlyArray<{ readonly name: string; readonly rules: readonly AlertRule[] }>;
+} {
   return parseYaml(readFileSync(RULES_FILE, 'utf8')) as { groups: Array<{ name: string; rules: AlertRule[] }> };
 }
 

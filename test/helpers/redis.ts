@@ -29,10 +29,25 @@ export interface RedisServerOptions {
 }
 
 function launch(port: number, options: RedisServerOptions): Promise<ChildProcess> {
-  const persistence = options.appendOnlyDir === undefined ? ['--appendonly', 'no'] : ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', options.appendOnlyDir];
+  const persistence =
+    options.appendOnlyDir === undefined
+      ? ['--appendonly', 'no']
+      : ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', options.appendOnlyDir];
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--protected-mode', 'no', '--loglevel', 'notice'],
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      ...persistence,
+      '--protected-mode',
+      'no',
+      '--loglevel',
+      'notice',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   return new Promise((resolve, reject) => {
@@ -89,7 +104,10 @@ export async function startRedis(options: RedisServerOptions = {}): Promise<Redi
  * connection error on the way (a refused reconnection while a test restarts Redis) does not
  * reject: the client keeps retrying, and the test waits for the outcome it is about.
  */
-export function clientReady(client: { readonly status: string; once(event: 'ready', listener: () => void): unknown }): Promise<void> {
+export function clientReady(client: {
+  readonly status: string;
+  once(event: 'ready', listener: () => void): unknown;
+}): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
   return new Promise((resolve) => {
     client.once('ready', () => resolve());

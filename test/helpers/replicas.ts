@@ -15,7 +15,11 @@ export interface Replica {
 }
 
 /** Polls an observable condition until it holds; fails after the deadline instead of hanging. */
-export async function until(condition: () => boolean | Promise<boolean>, what: string, deadlineMs = 8_000): Promise<void> {
+export async function until(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  deadlineMs = 8_000,
+): Promise<void> {
   const deadline = Date.now() + deadlineMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -49,11 +53,26 @@ export interface ReplicaEnv {
  * Starts a replica on free ports and waits until it serves with Redis connected (or, with
  * `waitForRedis: false`, until it serves at all: Redis may be down on purpose).
  */
-export async function startReplica(env: ReplicaEnv, options: { readonly waitForRedis?: boolean } = {}): Promise<Replica> {
-  const defined = Object.fromEntries(Object.entries(env).filter((pair): pair is [string, string] => pair[1] !== undefined));
-  const child = runNode('dist/main.js', { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...defined });
+export async function startReplica(
+  env: ReplicaEnv,
+  options: { readonly waitForRedis?: boolean } = {},
+): Promise<Replica> {
+  const defined = Object.fromEntries(
+    Object.entries(env).filter((pair): pair is [string, string] => pair[1] !== undefined),
+  );
+  const child = runNode('dist/main.js', {
+    PORT: '0',
+    ADMIN_PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    ...defined,
+  });
   const [, port, adminPort] = await child.waitFor(/"port":(\d+),"adminPort":(\d+)/);
-  const replica = { process: child, url: `http://127.0.0.1:${String(port)}`, adminUrl: `http://127.0.0.1:${String(adminPort)}` };
+  const replica = {
+    process: child,
+    url: `http://127.0.0.1:${String(port)}`,
+    adminUrl: `http://127.0.0.1:${String(adminPort)}`,
+  };
   // Without Redis the first requests would (correctly) fail open, each replica on its own.
   if (options.waitForRedis !== false) await until(() => redisOk(replica), 'the replica to report redis ok');
   return replica;
@@ -67,7 +86,11 @@ export function replicaConfig(configYaml: string): string {
 }
 
 /** Starts `count` replicas sharing one config file. */
-export async function startReplicas(count: number, env: Omit<ReplicaEnv, 'CONFIG_FILE'>, configYaml: string): Promise<Replica[]> {
+export async function startReplicas(
+  count: number,
+  env: Omit<ReplicaEnv, 'CONFIG_FILE'>,
+  configYaml: string,
+): Promise<Replica[]> {
   const configFile = replicaConfig(configYaml);
   return Promise.all(Array.from({ length: count }, () => startReplica({ ...env, CONFIG_FILE: configFile })));
 }

@@ -18,7 +18,12 @@ import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
 /** One policy for the tests: 10 s fresh, 20 s stale-while-revalidate, 100 s stale-if-error. */
-const POLICY = { cache: { defaults: { ttl: 10, staleWhileRevalidate: 20, staleIfError: 100, notFoundTtl: 5 }, resources: { warehouses: { ttl: 10 }, movements: { ttl: 10 } } } };
+const POLICY = {
+  cache: {
+    defaults: { ttl: 10, staleWhileRevalidate: 20, staleIfError: 100, notFoundTtl: 5 },
+    resources: { warehouses: { ttl: 10 }, movements: { ttl: 10 } },
+  },
+};
 /** No stale-while-revalidate, so that a stale entry goes to the upstream and stale-if-error decides. */
 const NO_SWR = { cache: { ...POLICY.cache, defaults: { ...POLICY.cache.defaults, staleWhileRevalidate: 0 } } };
 
@@ -151,10 +156,16 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
   });
 
   it('partition employee: employees do not share, one employee’s tokens do', async () => {
-    await start({ cache: { ...POLICY.cache, resources: { ...POLICY.cache.resources, receipts: { partition: 'employee' } } } });
+    await start({
+      cache: { ...POLICY.cache, resources: { ...POLICY.cache.resources, receipts: { partition: 'employee' } } },
+    });
     const target = `${P}/receipts?per_page=3`;
     const employee7 = await token({ employee: 7, employeePermissions: ['view_slab', 'view_slab_logistics'] });
-    const employee7b = await token({ employee: 7, employeePermissions: ['view_slab', 'view_slab_logistics'], subject: 'other' });
+    const employee7b = await token({
+      employee: 7,
+      employeePermissions: ['view_slab', 'view_slab_logistics'],
+      subject: 'other',
+    });
     const employee8 = await token({ employee: 8, employeePermissions: ['view_slab', 'view_slab_logistics'] });
     await getWithToken(proxy.url, target, employee7);
     expect(cacheStatus(await getWithToken(proxy.url, target, employee7b))).toMatch(/^slab-proxy; hit/);
@@ -170,7 +181,9 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     await start({ cache: { ...POLICY.cache, partition: 'credential' } });
     const target = `${P}/remnants`;
     await getWithToken(proxy.url, target, await token({ subject: 'alice' }));
-    expect(cacheStatus(await getWithToken(proxy.url, target, await token({ subject: 'alice' })))).toMatch(/^slab-proxy; hit/);
+    expect(cacheStatus(await getWithToken(proxy.url, target, await token({ subject: 'alice' })))).toMatch(
+      /^slab-proxy; hit/,
+    );
     expect(cacheStatus(await getWithToken(proxy.url, target, await token({ subject: 'bob' })))).toMatch(/fwd=miss/);
   });
 
@@ -202,26 +215,29 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     ['a malformed body', { body: 'malformed' as const }, 502, 'bad_gateway'],
     ['a truncated body', { body: 'truncated' as const }, 502, 'bad_gateway'],
     ['a 429', { status: 429, retryAfter: '7' }, 429, 'rate_limited'],
-  ])('stale-if-error on %s: the stale copy, then the error once staleIfError has passed', async (_label, fault, fwdStatus, code) => {
-    await start(NO_SWR);
-    const target = `${P}/transfers`;
-    const first = await getWithToken(proxy.url, target, bearer);
-    sandbox.faults.set(fault);
-    clock += 10_000 + 40_000; // stale for 40 s: inside the 100 s of stale-if-error
-    const stale = await getWithToken(proxy.url, target, bearer);
-    expect(stale.status).toBe(200);
-    expect(stale.body.equals(first.body)).toBe(true);
-    expect(cacheStatus(stale)).toBe(`slab-proxy; fwd=stale; fwd-status=${fwdStatus}; ttl=-40`);
-    clock += 70_000; // stale for 110 s: past it
-    const late = await getWithToken(proxy.url, target, bearer);
-    if (code === 'rate_limited') {
-      expect(late.status).toBe(429); // the upstream's own 429, passed through
-      expect(late.headers['retry-after']).toBe('7');
-    } else {
-      expect(late.status).toBe(502);
-      expect((late.json() as { code: string }).code).toBe(code);
-    }
-  });
+  ])(
+    'stale-if-error on %s: the stale copy, then the error once staleIfError has passed',
+    async (_label, fault, fwdStatus, code) => {
+      await start(NO_SWR);
+      const target = `${P}/transfers`;
+      const first = await getWithToken(proxy.url, target, bearer);
+      sandbox.faults.set(fault);
+      clock += 10_000 + 40_000; // stale for 40 s: inside the 100 s of stale-if-error
+      const stale = await getWithToken(proxy.url, target, bearer);
+      expect(stale.status).toBe(200);
+      expect(stale.body.equals(first.body)).toBe(true);
+      expect(cacheStatus(stale)).toBe(`slab-proxy; fwd=stale; fwd-status=${fwdStatus}; ttl=-40`);
+      clock += 70_000; // stale for 110 s: past it
+      const late = await getWithToken(proxy.url, target, bearer);
+      if (code === 'rate_limited') {
+        expect(late.status).toBe(429); // the upstream's own 429, passed through
+        expect(late.headers['retry-after']).toBe('7');
+      } else {
+        expect(late.status).toBe(502);
+        expect((late.json() as { code: string }).code).toBe(code);
+      }
+    },
+  );
 
   it('stale-if-error on a deadline and on a refused connection', async () => {
     await start({ ...NO_SWR, upstream: { timeout: 0.2 } });
@@ -283,14 +299,20 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     expect(answers.every((a) => a.status === 200 && a.body.equals(answers[0]?.body ?? Buffer.alloc(0)))).toBe(true);
     expect(upstreamCount(target)).toBe(1);
     expect(answers.filter((a) => cacheStatus(a).endsWith('; stored'))).toHaveLength(1);
-    expect(answers.filter((a) => cacheStatus(a) === 'slab-proxy; fwd=miss; fwd-status=200; collapsed')).toHaveLength(59);
+    expect(answers.filter((a) => cacheStatus(a) === 'slab-proxy; fwd=miss; fwd-status=200; collapsed')).toHaveLength(
+      59,
+    );
     expect(LARGE_COMPANY).toBe(1);
   });
 
   it('a leader’s 403 is its own: the waiting requests fetch with their own tokens', async () => {
     const target = `${P}/remnants?per_page=4`;
     sandbox.faults.set({ status: 403, latencyMs: 200, times: 1 });
-    const answers = await Promise.all(Array.from({ length: 12 }, async (_, i) => getWithToken(proxy.url, target, await token({ subject: `user-${i}` }))));
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) =>
+        getWithToken(proxy.url, target, await token({ subject: `user-${i}` })),
+      ),
+    );
     const statuses = answers.map((a) => a.status).sort();
     expect(statuses.filter((s) => s === 403)).toHaveLength(1);
     expect(statuses.filter((s) => s === 200)).toHaveLength(11);
@@ -298,7 +320,7 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     expect(upstreamCount(target)).toBe(2);
     const forbidden = answers.find((a) => a.status === 403);
     expect(forbidden?.headers['cache-control']).toBe('no-store');
-    expect(cacheStatus(forbidden ?? answers[0] as RawResponse)).toBe('slab-proxy; fwd=miss; fwd-status=403');
+    expect(cacheStatus(forbidden ?? (answers[0] as RawResponse))).toBe('slab-proxy; fwd=miss; fwd-status=403');
   });
 
   it('never caches an upstream 401 or 403 (429: see upstream-guard.test.ts)', async () => {
@@ -339,7 +361,9 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
       expect(cacheStatus(await getWithToken(proxy.url, target, bearer))).toMatch(/^slab-proxy; hit/); // in L1 too
     }
     expect(await proxy.app.reads.purge('1', 'movements')).toBe(true);
-    expect(cacheStatus(await getWithToken(proxy.url, movements, bearer))).toBe('slab-proxy; fwd=miss; fwd-status=200; stored');
+    expect(cacheStatus(await getWithToken(proxy.url, movements, bearer))).toBe(
+      'slab-proxy; fwd=miss; fwd-status=200; stored',
+    );
     expect(cacheStatus(await getWithToken(proxy.url, remnants, bearer))).toMatch(/^slab-proxy; hit/);
     expect(await proxy.app.reads.purge('1')).toBe(true);
     expect(cacheStatus(await getWithToken(proxy.url, remnants, bearer))).toMatch(/fwd=miss/);

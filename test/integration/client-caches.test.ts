@@ -68,7 +68,12 @@ beforeEach(async () => {
   arrivals = [];
   refreshes = [];
   bearer = await token();
-  proxy = await startProxy({ upstreamUrl: sandbox.url, config: POLICY, now: () => clock, onBackgroundRefresh: (settled) => refreshes.push(settled) });
+  proxy = await startProxy({
+    upstreamUrl: sandbox.url,
+    config: POLICY,
+    now: () => clock,
+    onBackgroundRefresh: (settled) => refreshes.push(settled),
+  });
   proxy.app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const arrival: Arrival = { target: req.url ?? '', ifNoneMatch: req.headers['if-none-match'], status: 0 };
     arrivals.push(arrival);
@@ -84,7 +89,11 @@ afterEach(async () => {
 
 /** The request and response as http-cache-semantics reads them. */
 function policyOf(target: string, res: RawResponse, options: CachePolicy.Options = { shared: false }): CachePolicy {
-  return new CachePolicy({ url: target, method: 'GET', headers: { host: 'proxy', authorization: `Bearer ${bearer}` } }, { status: res.status, headers: res.headers }, options);
+  return new CachePolicy(
+    { url: target, method: 'GET', headers: { host: 'proxy', authorization: `Bearer ${bearer}` } },
+    { status: res.status, headers: res.headers },
+    options,
+  );
 }
 
 function cacheStatusTtl(res: RawResponse): number {
@@ -122,7 +131,11 @@ describe('http-cache-semantics computes the freshness the proxy meant', () => {
     expect(mine.storable()).toBe(true);
     expect(mine.timeToLive()).toBe(TTL * 1000);
     // Vary: Authorization: another credential's request is not answered from this copy.
-    const other = { url: target, method: 'GET', headers: { host: 'proxy', authorization: `Bearer ${await token({ subject: 'other' })}` } };
+    const other = {
+      url: target,
+      method: 'GET',
+      headers: { host: 'proxy', authorization: `Bearer ${await token({ subject: 'other' })}` },
+    };
     expect(mine.satisfiesWithoutRevalidation(other)).toBe(false);
   });
 
@@ -180,13 +193,22 @@ describe('http-cache-semantics computes the freshness the proxy meant', () => {
     const miss = await getWithToken(proxy.url, target, bearer);
     const policy = policyOf(target, miss);
     advance(5_000);
-    const conditional = policy.revalidationHeaders({ url: target, method: 'GET', headers: { host: 'proxy', authorization: `Bearer ${bearer}` } });
+    const conditional = policy.revalidationHeaders({
+      url: target,
+      method: 'GET',
+      headers: { host: 'proxy', authorization: `Bearer ${bearer}` },
+    });
     expect(conditional['if-none-match']).toBe(miss.headers.etag);
-    const notModified = await getWithToken(proxy.url, target, bearer, { headers: [['If-None-Match', String(conditional['if-none-match'])]] });
+    const notModified = await getWithToken(proxy.url, target, bearer, {
+      headers: [['If-None-Match', String(conditional['if-none-match'])]],
+    });
     expect(notModified.status).toBe(304);
     expect(notModified.headers['content-type']).toBeUndefined();
     expect(notModified.headers.etag).toBe(miss.headers.etag);
-    const revalidated = policy.revalidatedPolicy({ url: target, method: 'GET', headers: { host: 'proxy' } }, { status: 304, headers: notModified.headers });
+    const revalidated = policy.revalidatedPolicy(
+      { url: target, method: 'GET', headers: { host: 'proxy' } },
+      { status: 304, headers: notModified.headers },
+    );
     expect(revalidated.modified).toBe(false);
     expect(revalidated.policy.timeToLive()).toBe((TTL - 5) * 1000);
   });
@@ -197,7 +219,10 @@ describe('undici’s private cache (interceptors.cache, type private)', () => {
     const target = `${P}/warehouses?per_page=5`;
     const dispatcher = new Agent().compose(interceptors.cache({ type: 'private' }));
     const get = async (): Promise<{ status: number; body: string; age: string | undefined }> => {
-      const res = await request(`${proxy.url}${target}`, { dispatcher, headers: { authorization: `Bearer ${bearer}` } });
+      const res = await request(`${proxy.url}${target}`, {
+        dispatcher,
+        headers: { authorization: `Bearer ${bearer}` },
+      });
       const age = res.headers.age;
       return { status: res.statusCode, body: await res.body.text(), age: typeof age === 'string' ? age : undefined };
     };
@@ -229,7 +254,10 @@ describe('undici’s private cache (interceptors.cache, type private)', () => {
     const dispatcher = new Agent().compose(interceptors.cache({ type: 'private' }));
     try {
       for (const credential of [bearer, await token({ subject: 'someone-else' })]) {
-        const res = await request(`${proxy.url}${target}`, { dispatcher, headers: { authorization: `Bearer ${credential}` } });
+        const res = await request(`${proxy.url}${target}`, {
+          dispatcher,
+          headers: { authorization: `Bearer ${credential}` },
+        });
         expect(res.statusCode).toBe(200);
         await res.body.dump();
       }
@@ -258,7 +286,12 @@ describe('got’s cache (cacheable-request, a private cache)', () => {
     const target = `${P}/remnants?per_page=5`;
     const cache = new WatchedMap();
     const get = (): Promise<{ statusCode: number; body: string; isFromCache: boolean }> =>
-      got(`${proxy.url}${target}`, { cache, cacheOptions: { shared: false }, headers: { authorization: `Bearer ${bearer}` }, retry: { limit: 0 } });
+      got(`${proxy.url}${target}`, {
+        cache,
+        cacheOptions: { shared: false },
+        headers: { authorization: `Bearer ${bearer}` },
+        retry: { limit: 0 },
+      });
     const warm = await getWithToken(proxy.url, target, bearer);
     arrivals = [];
     advance(20_000);

@@ -59,7 +59,10 @@ function expectedPage(records: readonly SandboxRecord[], company: Company, param
   );
   const data = matching.slice(0, perPage).map((r) => ({ id: r.id }));
   const hasMore = matching.length > perPage;
-  return { data, meta: { per_page: perPage, has_more: hasMore, next_after_id: hasMore ? (data.at(-1)?.id ?? null) : null } };
+  return {
+    data,
+    meta: { per_page: perPage, has_more: hasMore, next_after_id: hasMore ? (data.at(-1)?.id ?? null) : null },
+  };
 }
 
 function page(res: RawResponse): Page {
@@ -108,12 +111,18 @@ describe('conformance: the proxy answers exactly as the system of record', () =>
   /** The same target, to both; asserts the two answers are the same bytes; returns the proxy's. */
   async function both(target: string, company: Company): Promise<{ proxy: RawResponse; direct: RawResponse }> {
     const t = tokenFor(company);
-    const [proxy, direct] = await Promise.all([getWithToken(stack.proxy.url, target, t), getWithToken(stack.sandbox.url, target, t)]);
+    const [proxy, direct] = await Promise.all([
+      getWithToken(stack.proxy.url, target, t),
+      getWithToken(stack.sandbox.url, target, t),
+    ]);
     requestCount += 2;
     const label = `${target} (company ${String(company)})`;
     expect(proxy.status, label).toBe(direct.status);
     expect(proxy.headers['content-type'], label).toBe(direct.headers['content-type']);
-    expect(proxy.body.equals(direct.body), `${label}\nproxy:  ${proxy.text.slice(0, 300)}\ndirect: ${direct.text.slice(0, 300)}`).toBe(true);
+    expect(
+      proxy.body.equals(direct.body),
+      `${label}\nproxy:  ${proxy.text.slice(0, 300)}\ndirect: ${direct.text.slice(0, 300)}`,
+    ).toBe(true);
     return { proxy, direct };
   }
 
@@ -138,7 +147,7 @@ describe('conformance: the proxy answers exactly as the system of record', () =>
       fc.constantFrom(...(gaps.length > 0 ? gaps : [last + 1])).map(String),
       fc.integer({ min: last + 1, max: BEYOND_LAST }).map(String),
     );
-    const param = <T,>(p: fc.Arbitrary<T>) => fc.option(p, { nil: undefined, freq: 3 });
+    const param = <T>(p: fc.Arbitrary<T>) => fc.option(p, { nil: undefined, freq: 3 });
     // Each case is anchored on a real record: its filter values mostly come from that record, so
     // combined filters select something; some are swapped for another record's value or for a value
     // that matches nothing, and the company is sometimes another one than the anchor's.
@@ -149,19 +158,28 @@ describe('conformance: the proxy answers exactly as the system of record', () =>
           const own = fc.constant(String(anchor[name]));
           const any = fc.constantFrom(...new Set(records.map((r) => String(r[name]))));
           if (grammar === 'boolean') return fc.oneof(own, any); // `true` and `false` both match something
-          const nothing = grammar === 'id' ? fc.integer({ min: 1, max: 99_999 }).map(String) : fc.constantFrom(...NOTHING_TEXT);
-          return fc.oneof({ weight: 6, arbitrary: own }, { weight: 1, arbitrary: any }, { weight: 1, arbitrary: nothing });
+          const nothing =
+            grammar === 'id' ? fc.integer({ min: 1, max: 99_999 }).map(String) : fc.constantFrom(...NOTHING_TEXT);
+          return fc.oneof(
+            { weight: 6, arbitrary: own },
+            { weight: 1, arbitrary: any },
+            { weight: 1, arbitrary: nothing },
+          );
         };
         // Cursors before the anchor (a real id, or the id just below it), so the anchor stays in view.
-        const anchorCursor = fc.oneof(
-          fc.constantFrom(0, ...ids.filter((id) => id < anchor.id)),
-          fc.constant(anchor.id - 1),
-        ).map(String);
+        const anchorCursor = fc
+          .oneof(fc.constantFrom(0, ...ids.filter((id) => id < anchor.id)), fc.constant(anchor.id - 1))
+          .map(String);
         return fc.record({
-          company: fc.oneof({ weight: 4, arbitrary: fc.constant(anchor.company_id) }, { weight: 1, arbitrary: fc.constantFrom(...SANDBOX_COMPANIES) }),
+          company: fc.oneof(
+            { weight: 4, arbitrary: fc.constant(anchor.company_id) },
+            { weight: 1, arbitrary: fc.constantFrom(...SANDBOX_COMPANIES) },
+          ),
           perPage: param(fc.integer({ min: 1, max: 100 }).map((n): Param => ['per_page', String(n)])),
           after: param(fc.oneof(anchorCursor, cursor).map((c): Param => ['after_id', c])),
-          filters: fc.tuple(...resource.filters.map((f) => param(filterValue(f.name, f.grammar).map((v): Param => [f.name, v])))),
+          filters: fc.tuple(
+            ...resource.filters.map((f) => param(filterValue(f.name, f.grammar).map((v): Param => [f.name, v]))),
+          ),
           formEncoding: fc.boolean(),
           order: fc.integer({ min: 0, max: 1_000_000 }),
         });
@@ -180,7 +198,10 @@ describe('conformance: the proxy answers exactly as the system of record', () =>
     async (_name, resource, index) => {
       const records = recordsOf(resource);
       // The plain list first, then the sample.
-      const cases: ListCase[] = [{ company: 1, params: [], formEncoding: false }, ...listCases(resource, 0x5eed + index)];
+      const cases: ListCase[] = [
+        { company: 1, params: [], formEncoding: false },
+        ...listCases(resource, 0x5eed + index),
+      ];
       let nonEmpty = 0;
       for (const c of cases) {
         const target = listTarget(resource.name, c.params, c.formEncoding);
@@ -240,7 +261,10 @@ describe('conformance: the proxy answers exactly as the system of record', () =>
       return found.company_id;
     };
     const idsOf = (company: Company, code: string) =>
-      warehouses.filter((r) => sameCompany(r, company) && r.code === code).map((r) => r.id).slice(0, 30);
+      warehouses
+        .filter((r) => sameCompany(r, company) && r.code === code)
+        .map((r) => r.id)
+        .slice(0, 30);
     const cases: ReadonlyArray<readonly [rawQuery: string, code: string, decoded: string]> = [
       ['code=A+B%2F7', 'A+B/7', 'A B/7'], // `+` is a space: matches nothing
       ['code=A%2BB%2F7', 'A+B/7', 'A+B/7'],
@@ -260,7 +284,10 @@ describe('conformance: the proxy answers exactly as the system of record', () =>
       const target = `${API_PREFIX}/warehouses?${rawQuery}`;
       const { proxy } = await both(target, company);
       expect(proxy.status, target).toBe(200);
-      expect(page(proxy).data.map((r) => r.id), target).toEqual(idsOf(company, decoded));
+      expect(
+        page(proxy).data.map((r) => r.id),
+        target,
+      ).toEqual(idsOf(company, decoded));
       if (decoded === code) expect(page(proxy).data.length, target).toBeGreaterThan(0);
       else expect(page(proxy).data, target).toEqual([]);
     }
@@ -295,34 +322,41 @@ describe('conformance: the proxy answers exactly as the system of record', () =>
     expect(viaProxy.ids).toEqual(direct.ids);
     expect(viaProxy.ids).toEqual(expected);
     expect(viaProxy.pages.length).toBe(Math.ceil(expected.length / 37));
-    viaProxy.pages.forEach((bytes, i) => expect(bytes.equals(direct.pages[i] as Buffer), `page ${i}`).toBe(true));
+    for (const [i, bytes] of viaProxy.pages.entries())
+      expect(bytes.equals(direct.pages[i] as Buffer), `page ${i}`).toBe(true);
   });
 
   it.each([
     ['a list page', `${API_PREFIX}/receipts?per_page=5`, 1, 200],
     ['a record', 'own-record', 1, 200],
     ['another company’s record', 'other-record', 2, 404],
-  ] as const)('HEAD through the proxy gives the status and Content-Length of GET and no body: %s', async (_label, which, company, status) => {
-    const receipts = stack.sandbox.dataset.get('receipts') ?? [];
-    const ofCompanyOne = receipts.find((r) => r.company_id === 1);
-    if (ofCompanyOne === undefined) throw new Error('no receipt of company 1');
-    const target = which.startsWith('/') ? which : `${API_PREFIX}/receipts/${ofCompanyOne.id}`;
-    const t = tokenFor(company);
-    const get = await getWithToken(stack.proxy.url, target, t);
-    const host = new URL(stack.proxy.url).host;
-    const raw = await rawExchange(stack.proxy.url, `HEAD ${target} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${t}\r\nConnection: close\r\n\r\n`);
-    requestCount += 2;
-    const split = raw.indexOf('\r\n\r\n');
-    expect(split).toBeGreaterThan(0);
-    const head = raw.subarray(0, split).toString('latin1');
-    const headStatus = Number(head.split(' ')[1]);
-    const contentLength = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
-    expect(get.status).toBe(status);
-    expect(headStatus).toBe(status);
-    expect(contentLength).toBe(String(get.body.length));
-    expect(get.headers['content-length']).toBe(String(get.body.length));
-    expect(get.body.length).toBeGreaterThan(0);
-    // Not one byte after the header block.
-    expect(raw.length - (split + 4)).toBe(0);
-  });
+  ] as const)(
+    'HEAD through the proxy gives the status and Content-Length of GET and no body: %s',
+    async (_label, which, company, status) => {
+      const receipts = stack.sandbox.dataset.get('receipts') ?? [];
+      const ofCompanyOne = receipts.find((r) => r.company_id === 1);
+      if (ofCompanyOne === undefined) throw new Error('no receipt of company 1');
+      const target = which.startsWith('/') ? which : `${API_PREFIX}/receipts/${ofCompanyOne.id}`;
+      const t = tokenFor(company);
+      const get = await getWithToken(stack.proxy.url, target, t);
+      const host = new URL(stack.proxy.url).host;
+      const raw = await rawExchange(
+        stack.proxy.url,
+        `HEAD ${target} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${t}\r\nConnection: close\r\n\r\n`,
+      );
+      requestCount += 2;
+      const split = raw.indexOf('\r\n\r\n');
+      expect(split).toBeGreaterThan(0);
+      const head = raw.subarray(0, split).toString('latin1');
+      const headStatus = Number(head.split(' ')[1]);
+      const contentLength = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
+      expect(get.status).toBe(status);
+      expect(headStatus).toBe(status);
+      expect(contentLength).toBe(String(get.body.length));
+      expect(get.headers['content-length']).toBe(String(get.body.length));
+      expect(get.body.length).toBeGreaterThan(0);
+      // Not one byte after the header block.
+      expect(raw.length - (split + 4)).toBe(0);
+    },
+  );
 });

@@ -54,8 +54,14 @@ describe.each(['memory', 'redis'] as const)('content coding on the %s store', (s
     await sandbox.close();
   });
 
-  const get = (target: string, value?: string, extra: ReadonlyArray<readonly [string, string]> = []): Promise<RawResponse> =>
-    getWithToken(proxy.url, target, bearer, { headers: [...(value === undefined ? [] : acceptEncoding(value).headers), ...extra] });
+  const get = (
+    target: string,
+    value?: string,
+    extra: ReadonlyArray<readonly [string, string]> = [],
+  ): Promise<RawResponse> =>
+    getWithToken(proxy.url, target, bearer, {
+      headers: [...(value === undefined ? [] : acceptEncoding(value).headers), ...extra],
+    });
 
   it('br: the stored brotli bytes, at most 0.2× the identity body, decoding to the upstream’s bytes (miss and hit alike)', async () => {
     for (const expected of ['fwd=miss', 'hit']) {
@@ -95,7 +101,11 @@ describe.each(['memory', 'redis'] as const)('content coding on the %s store', (s
     const [identity, br, gz] = [await get(PAGE), await get(PAGE, 'br'), await get(PAGE, 'gzip')];
     const tags = [identity, br, gz].map((res) => res.headers.etag ?? '');
     expect(new Set(tags).size).toBe(3);
-    for (const [value, tag] of [[undefined, tags[0]], ['br', tags[1]], ['gzip', tags[2]]] as const) {
+    for (const [value, tag] of [
+      [undefined, tags[0]],
+      ['br', tags[1]],
+      ['gzip', tags[2]],
+    ] as const) {
       const notModified = await get(PAGE, value, [['If-None-Match', tag ?? '']]);
       expect(notModified.status).toBe(304);
       expect(notModified.headers.etag).toBe(tag);
@@ -138,7 +148,11 @@ describe.each(['memory', 'redis'] as const)('content coding on the %s store', (s
     const viaFetch = await fetch(`${proxy.url}${PAGE}`, { headers: { authorization: `Bearer ${bearer}` } });
     expect(viaFetch.headers.get('content-encoding')).toMatch(/^(br|gzip)$/);
     expect(Buffer.from(await viaFetch.arrayBuffer()).equals(upstreamBytes)).toBe(true);
-    const viaGot = await got(`${proxy.url}${PAGE}`, { headers: { authorization: `Bearer ${bearer}` }, responseType: 'buffer', retry: { limit: 0 } });
+    const viaGot = await got(`${proxy.url}${PAGE}`, {
+      headers: { authorization: `Bearer ${bearer}` },
+      responseType: 'buffer',
+      retry: { limit: 0 },
+    });
     expect(viaGot.body.equals(upstreamBytes)).toBe(true);
   });
 });

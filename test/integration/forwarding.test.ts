@@ -43,7 +43,11 @@ async function startStub(): Promise<Stub> {
       received.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body });
       const path = (req.url ?? '').split('?')[0] ?? '';
       const isRecord = /\/[^/]+\/[0-9]+$/.test(path);
-      const [status, text] = !isRecord ? [200, LIST_BODY] : path.endsWith(`/${MISSING_RECORD_ID}`) ? [404, '{"error":"not_found"}'] : [200, '{"data":{}}'];
+      const [status, text] = !isRecord
+        ? [200, LIST_BODY]
+        : path.endsWith(`/${MISSING_RECORD_ID}`)
+          ? [404, '{"error":"not_found"}']
+          : [200, '{"data":{}}'];
       res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
       res.end(text);
     });
@@ -89,7 +93,10 @@ describe('forwarding to the upstream', () => {
   /** Sends through the proxy and returns the client's answer and the one request the stub got. */
   async function forward(target: string, options: Parameters<typeof send>[2] = {}) {
     const before = stub.received.length;
-    const res = await send(proxy.url, target, { ...options, headers: [['Authorization', `Bearer ${t}`], ...(options.headers ?? [])] });
+    const res = await send(proxy.url, target, {
+      ...options,
+      headers: [['Authorization', `Bearer ${t}`], ...(options.headers ?? [])],
+    });
     expect(stub.received.length - before, `upstream requests for ${target}`).toBe(1);
     return { res, upstream: stub.received[before] as Received };
   }
@@ -139,19 +146,31 @@ describe('forwarding to the upstream', () => {
   });
 
   it.each([
-    ['`;` does not split a value', '/fulfilments?status=a;per_page=100', '/fulfilments?per_page=30&status=a%3Bper_page%3D100'],
+    [
+      '`;` does not split a value',
+      '/fulfilments?status=a;per_page=100',
+      '/fulfilments?per_page=30&status=a%3Bper_page%3D100',
+    ],
     ['per_page absent', '/receipts', '/receipts?per_page=30'],
     ['per_page=30', '/receipts?per_page=30', '/receipts?per_page=30'],
     ['per_page=%33%30', '/receipts?per_page=%33%30', '/receipts?per_page=30'],
     ['order one', '/receipts?warehouse_id=5&per_page=10&after_id=3', '/receipts?after_id=3&per_page=10&warehouse_id=5'],
     ['order two', '/receipts?after_id=3&warehouse_id=5&per_page=10', '/receipts?after_id=3&per_page=10&warehouse_id=5'],
-    ['order three', '/receipts?per_page=10&after_id=3&warehouse_id=5', '/receipts?after_id=3&per_page=10&warehouse_id=5'],
+    [
+      'order three',
+      '/receipts?per_page=10&after_id=3&warehouse_id=5',
+      '/receipts?after_id=3&per_page=10&warehouse_id=5',
+    ],
     ['empty pairs dropped', '/receipts?&warehouse_id=5&&', '/receipts?per_page=30&warehouse_id=5'],
     ['`+` is a space, sent as %20', '/warehouses?code=A+B', '/warehouses?code=A%20B&per_page=30'],
     ['%20 stays %20', '/warehouses?code=A%20B', '/warehouses?code=A%20B&per_page=30'],
     ['%2B stays %2B', '/warehouses?code=A%2BB', '/warehouses?code=A%2BB&per_page=30'],
     ['lower-case escapes upper-cased', '/warehouses?code=a%2fb', '/warehouses?code=a%2Fb&per_page=30'],
-    ['reserved characters encoded', "/warehouses?code=a!b'c(d)e*f/g:h@i$j,k", '/warehouses?code=a%21b%27c%28d%29e%2Af%2Fg%3Ah%40i%24j%2Ck&per_page=30'],
+    [
+      'reserved characters encoded',
+      "/warehouses?code=a!b'c(d)e*f/g:h@i$j,k",
+      '/warehouses?code=a%21b%27c%28d%29e%2Af%2Fg%3Ah%40i%24j%2Ck&per_page=30',
+    ],
     ['unreserved characters raw', '/warehouses?code=x~y-z._0', '/warehouses?code=x~y-z._0&per_page=30'],
     ['UTF-8 text', '/warehouses?code=Z%C3%BCrich+Nord', '/warehouses?code=Z%C3%BCrich%20Nord&per_page=30'],
     ['an escaped name', '/warehouses?%63ode=MAIN', '/warehouses?code=MAIN&per_page=30'],
@@ -241,7 +260,10 @@ describe('forwarding to an UPSTREAM_URL with a base path', () => {
 
   beforeAll(async () => {
     stub = await startStub();
-    proxies = [await startProxy({ upstreamUrl: `${stub.url}/base`, config: NO_CACHE }), await startProxy({ upstreamUrl: `${stub.url}/base/`, config: NO_CACHE })];
+    proxies = [
+      await startProxy({ upstreamUrl: `${stub.url}/base`, config: NO_CACHE }),
+      await startProxy({ upstreamUrl: `${stub.url}/base/`, config: NO_CACHE }),
+    ];
     t = await token({ company: 1 });
   });
   afterAll(async () => {

@@ -39,11 +39,20 @@ async function newSigner(kid: string): Promise<Signer> {
 function claims(): JWTPayload {
   const now = Math.floor(Date.now() / 1000);
   // A fresh jti every time: a new token, so the proxy's verified-token cache cannot answer for it.
-  return { company_id: 1, permissions: [...ALL_PERMISSIONS], sub: 'jwks-suite', jti: randomUUID(), iat: now, exp: now + 600 };
+  return {
+    company_id: 1,
+    permissions: [...ALL_PERMISSIONS],
+    sub: 'jwks-suite',
+    jti: randomUUID(),
+    iat: now,
+    exp: now + 600,
+  };
 }
 
 function signWith(signer: Signer): Promise<string> {
-  return new SignJWT(claims()).setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid: signer.kid }).sign(signer.privateKey);
+  return new SignJWT(claims())
+    .setProtectedHeader({ alg: 'ES256', typ: 'JWT', kid: signer.kid })
+    .sign(signer.privateKey);
 }
 
 /**
@@ -58,7 +67,7 @@ class JwksServer extends EventEmitter {
   #port = 0;
 
   async start(port = 0): Promise<void> {
-    const server = createServer((req, res) => {
+    const server = createServer((_req, res) => {
       this.requests += 1;
       this.emit('request', this.requests);
       if (this.failing) {
@@ -119,7 +128,8 @@ function connectErrors(port: number, count: number): Promise<void> {
     const onError = (message: unknown): void => {
       if (typeof message !== 'object' || message === null || !('connectParams' in message)) return;
       const params = message.connectParams;
-      if (typeof params !== 'object' || params === null || !('port' in params) || String(params.port) !== String(port)) return;
+      if (typeof params !== 'object' || params === null || !('port' in params) || String(params.port) !== String(port))
+        return;
       seen += 1;
       if (seen >= count) {
         clearTimeout(giveUp);
@@ -151,7 +161,11 @@ async function expectRefused(stack: Stack, jwt: string): Promise<void> {
 }
 
 /** Two endpoints with one key list: the proxy's (the subject) and the sandbox's (always up). */
-async function startIdentityProvider(): Promise<{ proxyJwks: JwksServer; upstreamJwks: JwksServer; publish(signer: Signer): void }> {
+async function startIdentityProvider(): Promise<{
+  proxyJwks: JwksServer;
+  upstreamJwks: JwksServer;
+  publish(signer: Signer): void;
+}> {
   const proxyJwks = new JwksServer();
   const upstreamJwks = new JwksServer();
   await proxyJwks.start();
@@ -223,7 +237,9 @@ describe('a remote JWKS: known keys and rotation', () => {
   ])('answers 401 to an HS256 token with %s, without fetching the set', async (_label, kid) => {
     const before = idp.proxyJwks.requests;
     for (const secret of [DEV_SECRET, JSON.stringify(first.jwk)]) {
-      const jwt = await new SignJWT(claims()).setProtectedHeader({ alg: 'HS256', typ: 'JWT', kid }).sign(new TextEncoder().encode(secret));
+      const jwt = await new SignJWT(claims())
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT', kid })
+        .sign(new TextEncoder().encode(secret));
       await expectRefused(stack, jwt);
     }
     expect(idp.proxyJwks.requests).toBe(before);
@@ -239,7 +255,13 @@ describe('a remote JWKS while the endpoint is down', () => {
     idp = await startIdentityProvider();
     known = await newSigner('key-known');
     idp.publish(known);
-    const proxyKeys: KeySourceOptions = { kind: 'jwks', url: idp.proxyJwks.url, cooldownMs: 0, refreshMs: REFRESH_MS, timeoutMs: 1000 };
+    const proxyKeys: KeySourceOptions = {
+      kind: 'jwks',
+      url: idp.proxyJwks.url,
+      cooldownMs: 0,
+      refreshMs: REFRESH_MS,
+      timeoutMs: 1000,
+    };
     const upstreamKeys: KeySourceOptions = { kind: 'jwks', url: idp.upstreamJwks.url, cooldownMs: 0 };
     stack = await startStack({ keys: proxyKeys }, { keys: upstreamKeys });
     await expectAccepted(stack, await signWith(known)); // the proxy now knows the set
@@ -315,18 +337,25 @@ describe('createVerificationKey refuses unsafe or impossible key sources', () =>
     throw new Error('createVerificationKey accepted an unsafe key source');
   }
 
-  it.each(['HS256', 'HS384', 'HS512', 'none'])('refuses JWT_ALGORITHMS %s with a public key, naming JWT_ALGORITHMS', (alg) => {
-    const error = refusal({ kind: 'public-key', key: pem('rsa'), algorithms: [alg] });
-    expect(error.option).toBe('JWT_ALGORITHMS');
-    expect(error.message).toContain('JWT_ALGORITHMS');
-  });
+  it.each(['HS256', 'HS384', 'HS512', 'none'])(
+    'refuses JWT_ALGORITHMS %s with a public key, naming JWT_ALGORITHMS',
+    (alg) => {
+      const error = refusal({ kind: 'public-key', key: pem('rsa'), algorithms: [alg] });
+      expect(error.option).toBe('JWT_ALGORITHMS');
+      expect(error.message).toContain('JWT_ALGORITHMS');
+    },
+  );
 
   it('refuses HS256 mixed into the algorithms of a public key', () => {
-    expect(refusal({ kind: 'public-key', key: pem('rsa'), algorithms: ['RS256', 'HS256'] }).option).toBe('JWT_ALGORITHMS');
+    expect(refusal({ kind: 'public-key', key: pem('rsa'), algorithms: ['RS256', 'HS256'] }).option).toBe(
+      'JWT_ALGORITHMS',
+    );
   });
 
   it('refuses HS256 for a JWKS URL, naming JWT_ALGORITHMS', () => {
-    expect(refusal({ kind: 'jwks', url: 'https://idp.example.test/jwks.json', algorithms: ['HS256'] }).option).toBe('JWT_ALGORITHMS');
+    expect(refusal({ kind: 'jwks', url: 'https://idp.example.test/jwks.json', algorithms: ['HS256'] }).option).toBe(
+      'JWT_ALGORITHMS',
+    );
   });
 
   it('refuses an RSA algorithm for an EC key', () => {

@@ -36,7 +36,11 @@ let scraped: string;
 beforeAll(async () => {
   sandbox = await startSandbox();
   redis = await startRedis();
-  proxy = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: 'observability-admin-token-of-some-length' });
+  proxy = await startProxy({
+    upstreamUrl: sandbox.url,
+    redisUrl: redis.url,
+    adminToken: 'observability-admin-token-of-some-length',
+  });
   // A little traffic, so that the histograms and counters have series.
   const reader = await token({ company: 1, subject: 'observability' });
   expect((await getWithToken(proxy.url, `${API_PREFIX}/receipts?per_page=5`, reader)).status).toBe(200);
@@ -63,7 +67,9 @@ describe('the dashboard and the alert rules against /metrics', () => {
   });
 
   it("show every family of the proxy's own on the dashboard", () => {
-    const onDashboard = new Set(readDashboard().panels.flatMap((panel) => (panel.targets ?? []).flatMap((target) => metricNames(target.expr))));
+    const onDashboard = new Set(
+      readDashboard().panels.flatMap((panel) => (panel.targets ?? []).flatMap((target) => metricNames(target.expr))),
+    );
     const families = [...parseExposition(scraped).types.entries()].filter(([name]) => name.startsWith('slab_proxy_'));
     for (const [family, type] of families) {
       const shown = onDashboard.has(family) || (type === 'histogram' && onDashboard.has(`${family}_bucket`));
@@ -73,7 +79,8 @@ describe('the dashboard and the alert rules against /metrics', () => {
 
   it("pass promtool's metric lint, but for prom-client's standard Node.js names", () => {
     const linted = spawnSync('promtool', ['check', 'metrics'], { input: scraped, encoding: 'utf8' });
-    if (linted.error !== undefined) throw new Error(`promtool is not installed (Debian: apt-get install prometheus): ${linted.error.message}`);
+    if (linted.error !== undefined)
+      throw new Error(`promtool is not installed (Debian: apt-get install prometheus): ${linted.error.message}`);
     const findings = `${linted.stdout}${linted.stderr}`.split('\n').filter((line) => line.trim() !== '');
     // prom-client's `nodejs_active_*_total` gauges keep the names stock Node.js dashboards use.
     expect(findings.filter((line) => !/^nodejs_active_[a-z]+_total /.test(line))).toEqual([]);

@@ -40,9 +40,21 @@ async function startStub(): Promise<Stub> {
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      received.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, connection: ids.get(req.socket) ?? -1 });
-      const answer = Buffer.from(JSON.stringify({ data: [], meta: {}, echo: `${req.method ?? ''} ${req.url ?? ''}`, length: body.length }));
-      res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json', 'content-length': answer.length, 'x-stub': 'yes' });
+      received.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body,
+        connection: ids.get(req.socket) ?? -1,
+      });
+      const answer = Buffer.from(
+        JSON.stringify({ data: [], meta: {}, echo: `${req.method ?? ''} ${req.url ?? ''}`, length: body.length }),
+      );
+      res.writeHead(req.method === 'POST' ? 201 : 200, {
+        'content-type': 'application/json',
+        'content-length': answer.length,
+        'x-stub': 'yes',
+      });
       res.end(answer);
     });
   });
@@ -74,7 +86,11 @@ interface Answer {
  * One request on its own connection with `Connection: close`, read by HTTP framing (a client that
  * does not need the server to close the connection to find the end of the answer).
  */
-function exchange(baseUrl: string, path: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
+function exchange(
+  baseUrl: string,
+  path: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<Answer> {
   const url = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const req = request(
@@ -89,7 +105,9 @@ function exchange(baseUrl: string, path: string, options: { method?: string; hea
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
         res.on('error', reject);
       },
     );
@@ -131,7 +149,11 @@ describe('pass-through off (the default)', () => {
     ['GET', API_PREFIX],
     ['GET', '/api/slab/v2/operations/receipts'],
   ])('%s %s outside the API → 404 not_found from the proxy; the upstream sees nothing', async (method, target) => {
-    const res = await send(proxy.url, target, { method, headers: [['Authorization', `Bearer ${t}`]], ...(method === 'POST' && { body: '{}' }) });
+    const res = await send(proxy.url, target, {
+      method,
+      headers: [['Authorization', `Bearer ${t}`]],
+      ...(method === 'POST' && { body: '{}' }),
+    });
     expectProblem(res, 404, 'not_found');
     expect(stub.received).toEqual([]);
   });
@@ -298,7 +320,9 @@ describe('pass-through on', () => {
 
   it('a valid read is served by the data plane: canonical target, only the allowed headers', async () => {
     const seen = await upstreamDuring(async () => {
-      const res = await getWithToken(proxy.url, `${API_PREFIX}/receipts?warehouse_id=1&per_page=5`, t, { headers: [['Cookie', 'a=b']] });
+      const res = await getWithToken(proxy.url, `${API_PREFIX}/receipts?warehouse_id=1&per_page=5`, t, {
+        headers: [['Cookie', 'a=b']],
+      });
       expect(res.status).toBe(200);
       expect(res.headers.vary).toBe('Accept-Encoding, Authorization');
     });
@@ -339,6 +363,7 @@ describe('pass-through on, upstream refusing connections', () => {
     const res = await exchange(proxy.url, target, { method, ...(method === 'POST' && { body: '{}' }) });
     expectProblem(res, 503, 'upstream_unavailable');
     const text = res.body.toString('utf8');
-    for (const leak of [new URL(upstreamUrl).port, 'ECONNREFUSED', 'Error', '    at ']) expect(text).not.toContain(leak);
+    for (const leak of [new URL(upstreamUrl).port, 'ECONNREFUSED', 'Error', '    at '])
+      expect(text).not.toContain(leak);
   });
 });

@@ -68,7 +68,9 @@ function targetFor(stack: Stack, resource: ResourceDef, kind: ReadKind): string 
 
 /** One row per (resource, read, required permission): generated from the catalog. */
 const PERMISSION_CASES = RESOURCES.flatMap((resource) =>
-  KINDS.flatMap((kind) => resource.requiredPermissions.map((permission) => ({ resource, kind, permission, name: resource.name }))),
+  KINDS.flatMap((kind) =>
+    resource.requiredPermissions.map((permission) => ({ resource, kind, permission, name: resource.name })),
+  ),
 );
 const READ_CASES = RESOURCES.flatMap((resource) => KINDS.map((kind) => ({ resource, kind, name: resource.name })));
 
@@ -93,23 +95,40 @@ describe('the permission matrix, derived from the catalog', () => {
     expect(res.status).toBe(200);
   });
 
-  it.each(READ_CASES)('$name $kind: a credential and an employee with every permission get 200', async ({ resource, kind }) => {
-    const jwt = await token({ employee: EMPLOYEE, employeePermissions: ALL_PERMISSIONS });
-    const res = await getWithToken(stack.proxy.url, targetFor(stack, resource, kind), jwt);
-    expect(res.status).toBe(200);
-  });
+  it.each(READ_CASES)(
+    '$name $kind: a credential and an employee with every permission get 200',
+    async ({ resource, kind }) => {
+      const jwt = await token({ employee: EMPLOYEE, employeePermissions: ALL_PERMISSIONS });
+      const res = await getWithToken(stack.proxy.url, targetFor(stack, resource, kind), jwt);
+      expect(res.status).toBe(200);
+    },
+  );
 
-  it.each(PERMISSION_CASES)('$name $kind: a credential without $permission gets 403 permission', async ({ resource, kind, permission }) => {
-    await expectForbidden(stack, targetFor(stack, resource, kind), await token({ permissions: without(permission) }), {
-      reason: 'permission',
-      missing: [permission],
-    });
-  });
+  it.each(PERMISSION_CASES)(
+    '$name $kind: a credential without $permission gets 403 permission',
+    async ({ resource, kind, permission }) => {
+      await expectForbidden(
+        stack,
+        targetFor(stack, resource, kind),
+        await token({ permissions: without(permission) }),
+        {
+          reason: 'permission',
+          missing: [permission],
+        },
+      );
+    },
+  );
 
-  it.each(PERMISSION_CASES)('$name $kind: an employee without $permission gets 403 employee', async ({ resource, kind, permission }) => {
-    const jwt = await token({ employee: EMPLOYEE, employeePermissions: without(permission) });
-    await expectForbidden(stack, targetFor(stack, resource, kind), jwt, { reason: 'employee', missing: [permission] });
-  });
+  it.each(PERMISSION_CASES)(
+    '$name $kind: an employee without $permission gets 403 employee',
+    async ({ resource, kind, permission }) => {
+      const jwt = await token({ employee: EMPLOYEE, employeePermissions: without(permission) });
+      await expectForbidden(stack, targetFor(stack, resource, kind), jwt, {
+        reason: 'employee',
+        missing: [permission],
+      });
+    },
+  );
 
   it.each(RESOURCES.map((resource) => ({ resource, name: resource.name })))(
     '$name: a credential without any permission is told every missing one, in catalog order',
@@ -124,7 +143,11 @@ describe('the permission matrix, derived from the catalog', () => {
   it.each(RESOURCES.map((resource) => ({ resource, name: resource.name })))(
     '$name: only the permissions of this resource matter',
     async ({ resource }) => {
-      const res = await getWithToken(stack.proxy.url, targetFor(stack, resource, 'list'), await token({ permissions: resource.requiredPermissions }));
+      const res = await getWithToken(
+        stack.proxy.url,
+        targetFor(stack, resource, 'list'),
+        await token({ permissions: resource.requiredPermissions }),
+      );
       expect(res.status).toBe(200);
     },
   );
@@ -144,14 +167,17 @@ describe('scope and module rules (defaults)', () => {
     expect(res.status).toBe(200);
   });
 
-  it.each(LIST_CASES)('$name: a scope that includes operations:read and modules that include slab are allowed', async ({ resource }) => {
-    const res = await getWithToken(
-      stack.proxy.url,
-      targetFor(stack, resource, 'list'),
-      await token({ scope: 'operations:read other', modules: ['crm', 'slab'] }),
-    );
-    expect(res.status).toBe(200);
-  });
+  it.each(LIST_CASES)(
+    '$name: a scope that includes operations:read and modules that include slab are allowed',
+    async ({ resource }) => {
+      const res = await getWithToken(
+        stack.proxy.url,
+        targetFor(stack, resource, 'list'),
+        await token({ scope: 'operations:read other', modules: ['crm', 'slab'] }),
+      );
+      expect(res.status).toBe(200);
+    },
+  );
 
   it.each(LIST_CASES)('$name: a scope without operations:read gets 403 scope', async ({ resource }) => {
     await expectForbidden(stack, targetFor(stack, resource, 'list'), await token({ scope: 'other' }), {
@@ -196,18 +222,28 @@ describe('scope and module rules (config overrides)', () => {
 
   it('refuses the default scope when another one is required', async () => {
     const target = targetFor(stack, RESOURCES[0] as ResourceDef, 'list');
-    await expectForbidden(stack, target, await token({ scope: 'operations:read' }), { reason: 'scope', missing: ['x:read'] });
+    await expectForbidden(stack, target, await token({ scope: 'operations:read' }), {
+      reason: 'scope',
+      missing: ['x:read'],
+    });
   });
 
   it('refuses the default module when another one is required', async () => {
     const target = targetFor(stack, RESOURCES[0] as ResourceDef, 'list');
-    await expectForbidden(stack, target, await token({ modules: ['slab'] }), { reason: 'module', missing: ['x-module'] });
+    await expectForbidden(stack, target, await token({ modules: ['slab'] }), {
+      reason: 'module',
+      missing: ['x-module'],
+    });
   });
 
   it('accepts the configured scope and module', async () => {
     // The sandbox applies the default policy, so the token also carries the defaults for it.
     const target = targetFor(stack, RESOURCES[0] as ResourceDef, 'list');
-    const res = await getWithToken(stack.proxy.url, target, await token({ scope: 'x:read operations:read', modules: ['x-module', 'slab'] }));
+    const res = await getWithToken(
+      stack.proxy.url,
+      target,
+      await token({ scope: 'x:read operations:read', modules: ['x-module', 'slab'] }),
+    );
     expect(res.status).toBe(200);
   });
 });
@@ -255,20 +291,31 @@ describe('precedence under the API prefix (DESIGN §3)', () => {
   it.each(['POST', 'PUT', 'PATCH', 'DELETE'])('answers 405 with Allow to %s with a valid token', async (method) => {
     const jwt = await token();
     const res = await refused(stack, () =>
-      send(stack.proxy.url, known, { method, headers: [['Authorization', `Bearer ${jwt}`], ['Content-Type', 'application/json']], body: '{}' }),
+      send(stack.proxy.url, known, {
+        method,
+        headers: [
+          ['Authorization', `Bearer ${jwt}`],
+          ['Content-Type', 'application/json'],
+        ],
+        body: '{}',
+      }),
     );
     expectProblem(res, 405, 'method_not_allowed');
     expect(res.headers.allow).toBe('GET, HEAD, OPTIONS');
   });
 
   it('answers 404 before 403: an unknown resource with a token lacking permissions', async () => {
-    const res = await refused(stack, async () => getWithToken(stack.proxy.url, `${API_PREFIX}/no-such-resource`, await token({ permissions: [] })));
+    const res = await refused(stack, async () =>
+      getWithToken(stack.proxy.url, `${API_PREFIX}/no-such-resource`, await token({ permissions: [] })),
+    );
     expectProblem(res, 404, 'not_found');
   });
 
   it('answers 405 before 403: a POST with a token lacking permissions', async () => {
     const jwt = await token({ permissions: [] });
-    const res = await refused(stack, () => send(stack.proxy.url, known, { method: 'POST', headers: [['Authorization', `Bearer ${jwt}`]] }));
+    const res = await refused(stack, () =>
+      send(stack.proxy.url, known, { method: 'POST', headers: [['Authorization', `Bearer ${jwt}`]] }),
+    );
     expectProblem(res, 405, 'method_not_allowed');
   });
 
@@ -277,7 +324,9 @@ describe('precedence under the API prefix (DESIGN §3)', () => {
     ['an unknown parameter', `${known}?colour=red`, 'colour'],
     ['a repeated parameter', `${known}?per_page=2&per_page=3`, 'per_page'],
   ])('answers 403 before 400: %s with a token lacking a permission', async (_label, target, parameter) => {
-    const lacking = await refused(stack, async () => getWithToken(stack.proxy.url, target, await token({ permissions: without('view_slab_logistics') })));
+    const lacking = await refused(stack, async () =>
+      getWithToken(stack.proxy.url, target, await token({ permissions: without('view_slab_logistics') })),
+    );
     const forbidden = expectProblem(lacking, 403, 'forbidden');
     expect(forbidden.reason).toBe('permission');
     expect(forbidden.missing).toEqual(['view_slab_logistics']);

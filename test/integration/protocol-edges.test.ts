@@ -22,7 +22,8 @@ const logger = createLogger(
   'info',
   new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
       callback();
     },
   }),
@@ -63,13 +64,21 @@ describe('CONNECT', () => {
     ['the client port', () => proxy.url],
     ['the admin port', () => admin],
   ])('on %s: 405 problem+json with Allow, then the connection closes (no tunnel)', async (_port, base) => {
-    const res = await send(base(), 'slab.example:443', { method: 'CONNECT', headers: [['Authorization', `Bearer ${bearer}`]] });
+    const res = await send(base(), 'slab.example:443', {
+      method: 'CONNECT',
+      headers: [['Authorization', `Bearer ${bearer}`]],
+    });
     expect(res.status).toBe(405);
     expect(problemCode(res)).toBe('method_not_allowed');
     expect(res.headers.allow).toBe('GET, HEAD, OPTIONS');
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.headers.connection).toBe('close');
-    expect(loggedLine(res)).toMatchObject({ method: 'CONNECT', status: 405, code: 'method_not_allowed', path: '(authority-form)' });
+    expect(loggedLine(res)).toMatchObject({
+      method: 'CONNECT',
+      status: 405,
+      code: 'method_not_allowed',
+      path: '(authority-form)',
+    });
   });
 
   it('bytes sent after the CONNECT head are never read as a request', async () => {
@@ -79,7 +88,9 @@ describe('CONNECT', () => {
     const res = await send(proxy.url, 'slab.example:443', { method: 'CONNECT', body: smuggled });
     expect(res.status).toBe(405);
     // One answer, one request line: the smuggled GET was neither answered nor forwarded.
-    expect(lines.slice(before).filter((line) => 'status' in line)).toEqual([expect.objectContaining({ method: 'CONNECT', status: 405 })]);
+    expect(lines.slice(before).filter((line) => 'status' in line)).toEqual([
+      expect.objectContaining({ method: 'CONNECT', status: 405 }),
+    ]);
     expect(sandbox.stats().byTarget[smuggledTarget]).toBeUndefined();
   });
 });
@@ -98,14 +109,20 @@ describe('Host (RFC 9112 §3.2)', () => {
   for (const [fault, options] of cases) {
     for (const [kind, target] of targets) {
       it(`${fault}, ${kind}: 400 invalid_request`, async () => {
-        const res = await send(proxy.url, target, { ...options, headers: [...(options.headers ?? []), ['Authorization', `Bearer ${bearer}`]] });
+        const res = await send(proxy.url, target, {
+          ...options,
+          headers: [...(options.headers ?? []), ['Authorization', `Bearer ${bearer}`]],
+        });
         expect(res.status).toBe(400);
         expect(problemCode(res)).toBe('invalid_request');
         expect(loggedLine(res)).toMatchObject({ status: 400, code: 'invalid_request' });
       });
     }
     it(`${fault}, the admin port: 400 invalid_request`, async () => {
-      const res = await send(admin, '/admin/config', { ...options, headers: [...(options.headers ?? []), ['Authorization', `Bearer ${ADMIN_TOKEN}`]] });
+      const res = await send(admin, '/admin/config', {
+        ...options,
+        headers: [...(options.headers ?? []), ['Authorization', `Bearer ${ADMIN_TOKEN}`]],
+      });
       expect(res.status).toBe(400);
       expect(problemCode(res)).toBe('invalid_request');
     });
@@ -116,9 +133,19 @@ describe('Host (RFC 9112 §3.2)', () => {
   });
 
   it('HTTP/1.0 needs no Host; an IP literal with a port is a host', async () => {
-    const old = await send(proxy.url, `${P}/receipts?per_page=2`, { omitHost: true, httpVersion: '1.0', headers: [['Authorization', `Bearer ${bearer}`]] });
+    const old = await send(proxy.url, `${P}/receipts?per_page=2`, {
+      omitHost: true,
+      httpVersion: '1.0',
+      headers: [['Authorization', `Bearer ${bearer}`]],
+    });
     expect(old.status).toBe(200);
-    const literal = await send(proxy.url, `${P}/receipts?per_page=2`, { omitHost: true, headers: [['Host', '[::1]:8080'], ['Authorization', `Bearer ${bearer}`]] });
+    const literal = await send(proxy.url, `${P}/receipts?per_page=2`, {
+      omitHost: true,
+      headers: [
+        ['Host', '[::1]:8080'],
+        ['Authorization', `Bearer ${bearer}`],
+      ],
+    });
     expect(literal.status).toBe(200);
   });
 });
@@ -133,14 +160,23 @@ describe('304 Not Modified (RFC 9110 §15.4.5)', () => {
     const names = res.headerList.map(([name]) => name);
     expect(names).not.toContain('content-type');
     expect(names).not.toContain('content-length');
-    expect(res.headers).toMatchObject({ etag, vary: 'Accept-Encoding, Authorization', 'cache-control': page.headers['cache-control'] });
+    expect(res.headers).toMatchObject({
+      etag,
+      vary: 'Accept-Encoding, Authorization',
+      'cache-control': page.headers['cache-control'],
+    });
     expect(res.headers.age).toMatch(/^\d+$/);
   });
 });
 
 describe('WWW-Authenticate carries the RFC 6750 §3.1 error code on every refused bearer request', () => {
   it('400: two Authorization headers, and a token in the query → error="invalid_request"', async () => {
-    const two = await send(proxy.url, `${P}/receipts`, { headers: [['Authorization', `Bearer ${bearer}`], ['Authorization', `Bearer ${bearer}`]] });
+    const two = await send(proxy.url, `${P}/receipts`, {
+      headers: [
+        ['Authorization', `Bearer ${bearer}`],
+        ['Authorization', `Bearer ${bearer}`],
+      ],
+    });
     const inQuery = await send(proxy.url, `${P}/receipts?access_token=${bearer}`);
     for (const res of [two, inQuery]) {
       expect(res.status).toBe(400);
@@ -165,6 +201,8 @@ describe('WWW-Authenticate carries the RFC 6750 §3.1 error code on every refuse
     expect(permission.headers['www-authenticate']).toBe('Bearer realm="slab-ops", error="insufficient_scope"');
     const scope = await getWithToken(proxy.url, `${P}/receipts`, await token({ scope: 'profile' }));
     expect(scope.status).toBe(403);
-    expect(scope.headers['www-authenticate']).toBe('Bearer realm="slab-ops", error="insufficient_scope", scope="operations:read"');
+    expect(scope.headers['www-authenticate']).toBe(
+      'Bearer realm="slab-ops", error="insufficient_scope", scope="operations:read"',
+    );
   });
 });

@@ -34,7 +34,10 @@ function examples(): { setup: string; list: Example[] } {
     if (line.startsWith('curl ')) list.push({ command: line, expected: '' });
     else if (line.startsWith('# ') && list.length > 0) {
       const last = list.pop() as Example;
-      list.push({ command: last.command, expected: last.expected === '' ? line.slice(2) : `${last.expected}\n${line.slice(2)}` });
+      list.push({
+        command: last.command,
+        expected: last.expected === '' ? line.slice(2) : `${last.expected}\n${line.slice(2)}`,
+      });
     } else throw new Error(`a line the test does not know how to run: ${line}`);
   }
   return { setup, list };
@@ -58,7 +61,8 @@ beforeAll(async () => {
   proxy = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN_TOKEN });
   // What the metrics example shows: one miss on receipts, then hits.
   const reader = await token();
-  for (let i = 0; i < 3; i++) expect((await getWithToken(proxy.url, `${API_PREFIX}/receipts?per_page=2`, reader)).status).toBe(200);
+  for (let i = 0; i < 3; i++)
+    expect((await getWithToken(proxy.url, `${API_PREFIX}/receipts?per_page=2`, reader)).status).toBe(200);
 });
 
 afterAll(async () => {
@@ -79,9 +83,14 @@ describe('the README’s operator examples', () => {
   it('each print what the README says they print', async () => {
     const adminSetup = setup.replace('http://127.0.0.1:9090', proxy.adminUrl ?? '');
     for (const example of list) {
-      const { stdout } = await run('sh', ['-c', `${adminSetup}; ${example.command}`], { env: { PATH: process.env.PATH ?? '', ADMIN_TOKEN } });
+      const { stdout } = await run('sh', ['-c', `${adminSetup}; ${example.command}`], {
+        env: { PATH: process.env.PATH ?? '', ADMIN_TOKEN },
+      });
       const actual = stdout.replace(/\n$/, '');
-      expect(matches(actual, example.expected), `${example.command}\n  printed: ${actual}\n  README:  ${example.expected}`).toBe(true);
+      expect(
+        matches(actual, example.expected),
+        `${example.command}\n  printed: ${actual}\n  README:  ${example.expected}`,
+      ).toBe(true);
     }
   });
 });

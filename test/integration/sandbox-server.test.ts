@@ -17,7 +17,9 @@ describe('sandbox rate limit', () => {
       const bearer = await token();
       const answers = await Promise.all(
         // Twelve different pages: twelve upstream requests, none coalesced with another.
-        Array.from({ length: 12 }, (_, i) => getWithToken(proxy.url, `${API_PREFIX}/warehouses?per_page=${i + 1}`, bearer)),
+        Array.from({ length: 12 }, (_, i) =>
+          getWithToken(proxy.url, `${API_PREFIX}/warehouses?per_page=${i + 1}`, bearer),
+        ),
       );
       const limited = answers.filter((a) => a.status === 429);
       // One request per wall-clock second: 12 concurrent requests cannot span six seconds.
@@ -69,7 +71,10 @@ describe('sandbox control API', () => {
     await send(sandbox.url, '/__sandbox/reset', { method: 'POST' });
     await getWithToken(sandbox.url, `${API_PREFIX}/receipts?per_page=2`, bearer);
     await getWithToken(sandbox.url, `${API_PREFIX}/receipts?per_page=2`, bearer);
-    const stats = (await send(sandbox.url, '/__sandbox/stats')).json() as { served: number; byTarget: Record<string, number> };
+    const stats = (await send(sandbox.url, '/__sandbox/stats')).json() as {
+      served: number;
+      byTarget: Record<string, number>;
+    };
     expect(stats.served).toBe(2);
     expect(stats.byTarget[`${API_PREFIX}/receipts?per_page=2`]).toBe(2);
   });
@@ -98,7 +103,9 @@ describe('sandbox without control', () => {
     const sandbox = await startSandbox({ control: false });
     try {
       expect((await send(sandbox.url, '/__sandbox/stats')).status).toBe(404);
-      expect((await send(sandbox.url, '/__sandbox/faults', { method: 'PUT', body: '{"status":500}' })).status).toBe(404);
+      expect((await send(sandbox.url, '/__sandbox/faults', { method: 'PUT', body: '{"status":500}' })).status).toBe(
+        404,
+      );
     } finally {
       await sandbox.close();
     }

@@ -139,14 +139,18 @@ describe('token attacks against the proxy with the development HS256 secret', ()
     });
 
     it('answers 401 without an error code for a non-Bearer scheme (RFC 6750 §3.1: unsupported method)', async () => {
-      const res = await refused(stack, () => send(stack.proxy.url, LIST, { headers: [['Authorization', 'Basic dXNlcjpwYXNzd29yZA==']] }));
+      const res = await refused(stack, () =>
+        send(stack.proxy.url, LIST, { headers: [['Authorization', 'Basic dXNlcjpwYXNzd29yZA==']] }),
+      );
       expectUnauthenticated(res, { challenge: 'no_error' });
     });
 
     it('answers 401 for the Bearer scheme without a token', async () => {
       const res = await refused(stack, () => send(stack.proxy.url, LIST, { headers: [['Authorization', 'Bearer']] }));
       expectUnauthenticated(res, { challenge: 'any' });
-      const spaced = await refused(stack, () => send(stack.proxy.url, LIST, { headers: [['Authorization', 'Bearer    ']] }));
+      const spaced = await refused(stack, () =>
+        send(stack.proxy.url, LIST, { headers: [['Authorization', 'Bearer    ']] }),
+      );
       expectUnauthenticated(spaced, { challenge: 'any' });
     });
 
@@ -155,8 +159,14 @@ describe('token attacks against the proxy with the development HS256 secret', ()
       ['four segments', (jwt: string) => `${jwt}.${segments(jwt)[2]}`],
       ['garbage', () => 'not-a-jwt-at-all'],
       ['an empty signature segment', (jwt: string) => `${segments(jwt)[0]}.${segments(jwt)[1]}.`],
-      ['a header that is not JSON', (jwt: string) => `${b64url('{"alg":"HS256"')}.${segments(jwt)[1]}.${segments(jwt)[2]}`],
-      ['a payload that is not JSON', (jwt: string) => `${segments(jwt)[0]}.${b64url('company_id=1')}.${segments(jwt)[2]}`],
+      [
+        'a header that is not JSON',
+        (jwt: string) => `${b64url('{"alg":"HS256"')}.${segments(jwt)[1]}.${segments(jwt)[2]}`,
+      ],
+      [
+        'a payload that is not JSON',
+        (jwt: string) => `${segments(jwt)[0]}.${b64url('company_id=1')}.${segments(jwt)[2]}`,
+      ],
     ])('answers 401 to a malformed token: %s', async (_label, mangle) => {
       await expectTokenRefused(stack, mangle(await signHs256(claims())));
     });
@@ -181,14 +191,20 @@ describe('token attacks against the proxy with the development HS256 secret', ()
     });
 
     it('answers 401 to a token signed with another secret', async () => {
-      await expectTokenRefused(stack, await signHs256(claims(), new TextEncoder().encode('another secret that is long enough!!')));
+      await expectTokenRefused(
+        stack,
+        await signHs256(claims(), new TextEncoder().encode('another secret that is long enough!!')),
+      );
     });
 
     it('answers 401 to a token whose signature has one character changed', async () => {
       const [header, payload, signature] = segments(await signHs256(claims()));
       const at = 10;
       const flipped = signature.charAt(at) === 'A' ? 'B' : 'A';
-      await expectTokenRefused(stack, `${header}.${payload}.${signature.slice(0, at)}${flipped}${signature.slice(at + 1)}`);
+      await expectTokenRefused(
+        stack,
+        `${header}.${payload}.${signature.slice(0, at)}${flipped}${signature.slice(at + 1)}`,
+      );
     });
 
     it('answers 401 to a token whose claims were changed after signing (another company)', async () => {
@@ -345,7 +361,9 @@ describe('token attacks against the proxy with the development HS256 secret', ()
     });
 
     it("echoes the client's X-Request-Id in a 401 body and header", async () => {
-      const res = await refused(stack, () => send(stack.proxy.url, LIST, { headers: [['X-Request-Id', 'attack-suite-req-1']] }));
+      const res = await refused(stack, () =>
+        send(stack.proxy.url, LIST, { headers: [['X-Request-Id', 'attack-suite-req-1']] }),
+      );
       expectUnauthenticated(res, { challenge: 'no_error' });
       expect(res.headers['x-request-id']).toBe('attack-suite-req-1');
       expect(problemOf(res).request_id).toBe('attack-suite-req-1');
@@ -386,7 +404,9 @@ describe('token attacks against the proxy with the development HS256 secret', ()
         expect(body.code).toBe('forbidden');
         expect(body.reason).toBe('company');
         // The block names the canonical tenant: the string spelling is blocked too.
-        const asText = await refused(stack, async () => getWithToken(stack.proxy.url, LIST, await signHs256(claims({ company_id: '1' }))));
+        const asText = await refused(stack, async () =>
+          getWithToken(stack.proxy.url, LIST, await signHs256(claims({ company_id: '1' }))),
+        );
         expect(asText.status).toBe(403);
         expect(problemOf(asText).reason).toBe('company');
       } finally {
@@ -434,7 +454,10 @@ describe('token attacks against the proxy configured with an RSA public key', ()
 
   it('answers 401 to an RS256 token signed by another key', async () => {
     const other = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
-    await expectTokenRefused(stack, await new SignJWT(claims()).setProtectedHeader({ alg: 'RS256', typ: 'JWT' }).sign(other));
+    await expectTokenRefused(
+      stack,
+      await new SignJWT(claims()).setProtectedHeader({ alg: 'RS256', typ: 'JWT' }).sign(other),
+    );
   });
 
   it.each([

@@ -40,9 +40,27 @@ function expectProblem(res: RawResponse, status: number, code: string, upstreamU
   expect(problem.request_id).toBe(res.headers['x-request-id']);
   // What could leak: the upstream's address, library and system error text, stack frames.
   const upstream = new URL(upstreamUrl);
-  const headerText = res.headerList.filter(([name]) => name !== 'x-request-id' && name !== 'date').map(([n, v]) => `${n}: ${v}`).join('\n');
+  const headerText = res.headerList
+    .filter(([name]) => name !== 'x-request-id' && name !== 'date')
+    .map(([n, v]) => `${n}: ${v}`)
+    .join('\n');
   for (const text of [res.text.replace(problem.request_id, '<id>'), headerText]) {
-    for (const leak of [upstream.host, `:${upstream.port}`, upstream.port, 'http://', 'Error:', '    at ', 'undici', 'UND_ERR', 'ECONN', 'ETIMEDOUT', 'other side closed', 'socket', 'maxBodyBytes', 'fault_']) {
+    for (const leak of [
+      upstream.host,
+      `:${upstream.port}`,
+      upstream.port,
+      'http://',
+      'Error:',
+      '    at ',
+      'undici',
+      'UND_ERR',
+      'ECONN',
+      'ETIMEDOUT',
+      'other side closed',
+      'socket',
+      'maxBodyBytes',
+      'fault_',
+    ]) {
       expect(text, `leaks ${leak}`).not.toContain(leak);
     }
   }
@@ -130,20 +148,23 @@ describe('upstream faults (timeout 0.3 s)', () => {
   it.each([
     ['seconds', '7', 'globex'],
     ['an HTTP date', 'Wed, 21 Oct 2026 07:28:00 GMT', 3],
-  ])('an upstream 429 is passed through with its body, Retry-After (%s) and Cache-Control: no-store', async (_label, retryAfter, company) => {
-    // A company of its own: an upstream 429 pauses that company's upstream calls (DESIGN §7).
-    const credential = await token({ company });
-    stack.sandbox.faults.set({ status: 429, retryAfter, times: 2 });
-    const direct = await getWithToken(stack.sandbox.url, LIST, credential);
-    const res = await getWithToken(stack.proxy.url, LIST, credential);
-    expect(direct.status).toBe(429);
-    expect(res.status).toBe(429);
-    expect(res.body.equals(direct.body)).toBe(true);
-    expect(res.headers['content-type']).toBe(direct.headers['content-type']);
-    expect(res.headers['retry-after']).toBe(retryAfter);
-    expect(res.headers['cache-control']).toBe('no-store');
-    await expectRecovered();
-  });
+  ])(
+    'an upstream 429 is passed through with its body, Retry-After (%s) and Cache-Control: no-store',
+    async (_label, retryAfter, company) => {
+      // A company of its own: an upstream 429 pauses that company's upstream calls (DESIGN §7).
+      const credential = await token({ company });
+      stack.sandbox.faults.set({ status: 429, retryAfter, times: 2 });
+      const direct = await getWithToken(stack.sandbox.url, LIST, credential);
+      const res = await getWithToken(stack.proxy.url, LIST, credential);
+      expect(direct.status).toBe(429);
+      expect(res.status).toBe(429);
+      expect(res.body.equals(direct.body)).toBe(true);
+      expect(res.headers['content-type']).toBe(direct.headers['content-type']);
+      expect(res.headers['retry-after']).toBe(retryAfter);
+      expect(res.headers['cache-control']).toBe('no-store');
+      await expectRecovered();
+    },
+  );
 
   it.each([401, 403, 404])('an upstream %i is passed through with its status and body', async (status) => {
     // A token of its own: an upstream 401 may revoke the token it was sent with (DESIGN §5).
@@ -240,7 +261,9 @@ describe('200 answers that are not what the seed promises (stub upstream)', () =
 
   beforeAll(async () => {
     stub = createHttpServer((req, res) => {
-      const body = Buffer.from(BODIES[current] ?? '{"data": [], "meta": {"per_page": 30, "has_more": false, "next_after_id": null}}');
+      const body = Buffer.from(
+        BODIES[current] ?? '{"data": [], "meta": {"per_page": 30, "has_more": false, "next_after_id": null}}',
+      );
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
       res.end(req.method === 'HEAD' ? undefined : body);
     });
@@ -257,14 +280,17 @@ describe('200 answers that are not what the seed promises (stub upstream)', () =
     await once(stub, 'close');
   });
 
-  it.each(Object.keys(BODIES))('a complete 200 list body that is %s → 502 bad_gateway, then served again', async (name) => {
-    current = name;
-    const res = await getWithToken(proxy.url, LIST, t);
-    expectProblem(res, 502, 'bad_gateway', stubUrl);
-    current = '';
-    const ok = await getWithToken(proxy.url, LIST, t);
-    expect(ok.status).toBe(200);
-  });
+  it.each(Object.keys(BODIES))(
+    'a complete 200 list body that is %s → 502 bad_gateway, then served again',
+    async (name) => {
+      current = name;
+      const res = await getWithToken(proxy.url, LIST, t);
+      expectProblem(res, 502, 'bad_gateway', stubUrl);
+      current = '';
+      const ok = await getWithToken(proxy.url, LIST, t);
+      expect(ok.status).toBe(200);
+    },
+  );
 
   it('a record body must be a JSON object too', async () => {
     current = 'json-array';

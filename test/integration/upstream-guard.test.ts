@@ -14,7 +14,10 @@ import { token } from '../helpers/tokens.js';
 const P = API_PREFIX;
 /** No stale-while-revalidate: a stale entry goes upstream, and stale-if-error decides. */
 const CONFIG = {
-  cache: { defaults: { ttl: 10, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 5 }, resources: { warehouses: { ttl: 10 }, movements: { ttl: 10 } } },
+  cache: {
+    defaults: { ttl: 10, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 5 },
+    resources: { warehouses: { ttl: 10 }, movements: { ttl: 10 } },
+  },
   upstream: { breaker: { failures: 3, openFor: 10 } },
 };
 
@@ -155,7 +158,8 @@ describe('the circuit breaker', () => {
     const warm = await getWithToken(proxy.url, `${P}/receipts`, bearer);
     clock += 20_000;
     sandbox.faults.set({ status: 500, times: 3 });
-    for (const page of ['transfers', 'stocktakes', 'remnants']) expect((await getWithToken(proxy.url, `${P}/${page}`, bearer)).status).toBe(502);
+    for (const page of ['transfers', 'stocktakes', 'remnants'])
+      expect((await getWithToken(proxy.url, `${P}/${page}`, bearer)).status).toBe(502);
     const served = sandbox.stats().served;
     const fast = await getWithToken(proxy.url, `${P}/fulfilments`, bearer);
     expect(fast.status).toBe(503);
@@ -174,7 +178,8 @@ describe('the circuit breaker', () => {
 
   it('opens again when the probe fails', async () => {
     sandbox.faults.set({ status: 503, times: 4 });
-    for (const page of ['transfer-items', 'movements', 'supplier-materials']) await getWithToken(proxy.url, `${P}/${page}`, bearer);
+    for (const page of ['transfer-items', 'movements', 'supplier-materials'])
+      await getWithToken(proxy.url, `${P}/${page}`, bearer);
     clock += 10_000;
     expect((await getWithToken(proxy.url, `${P}/fulfilment-proofs`, bearer)).status).toBe(502); // the probe, failed
     const served = sandbox.stats().served;

@@ -55,7 +55,9 @@ describe.each(REDIS_TOPOLOGIES)('two replicas sharing Redis (%s)', (topology) =>
     expect(upstreamCount(sandbox, target)).toBe(0);
     // Slow upstream: every request arrives while the one fetch is still running.
     sandbox.faults.set({ latencyMs: 500, resource: 'receipts' });
-    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => getWithToken(replica(i).url, target, token)));
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => getWithToken(replica(i).url, target, token)),
+    );
     sandbox.faults.clear();
 
     expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
@@ -72,7 +74,9 @@ describe.each(REDIS_TOPOLOGIES)('two replicas sharing Redis (%s)', (topology) =>
     for (const status of followers) expect(status).toBe('slab-proxy; fwd=miss; fwd-status=200; collapsed');
     // The followers of both processes, not only the leader's own.
     for (const index of [0, 1]) {
-      expect(answers.filter((a, i) => i % 2 === index && cacheStatus(a).endsWith('; collapsed')).length).toBeGreaterThanOrEqual(99);
+      expect(
+        answers.filter((a, i) => i % 2 === index && cacheStatus(a).endsWith('; collapsed')).length,
+      ).toBeGreaterThanOrEqual(99);
     }
   });
 
@@ -137,7 +141,9 @@ describe.each(REDIS_TOPOLOGIES)('two replicas sharing Redis (%s)', (topology) =>
 
   it("does not share the leader's 403 with the followers of either process", async () => {
     const target = `${API_PREFIX}/remnants?per_page=13`;
-    const tokens = await Promise.all([0, 1, 2, 3].map((n) => mintDevToken({ company: 1, secret, subject: `reader-${String(n)}` })));
+    const tokens = await Promise.all(
+      [0, 1, 2, 3].map((n) => mintDevToken({ company: 1, secret, subject: `reader-${String(n)}` })),
+    );
     // Only the first upstream request (the lease holder's) answers 403, and slowly, so that every
     // other request is waiting on it: in its process (joined to the fill) or in the other one
     // (waiting on the Redis lease).
@@ -153,7 +159,8 @@ describe.each(REDIS_TOPOLOGIES)('two replicas sharing Redis (%s)', (topology) =>
     const ok = answers.filter((a) => a.status !== 403);
     expect(ok.map((a) => a.status)).toEqual(ok.map(() => 200));
     expect(new Set(ok.map((a) => a.text)).size).toBe(1);
-    for (const answer of ok) expect(cacheStatus(answer)).toMatch(/^slab-proxy; fwd=miss; fwd-status=200(; stored|; collapsed)$/);
+    for (const answer of ok)
+      expect(cacheStatus(answer)).toMatch(/^slab-proxy; fwd=miss; fwd-status=200(; stored|; collapsed)$/);
 
     // One 403, then the followers fetch with their own tokens. The leader's process runs one new
     // fill under a new lease (its followers join it). The other process's followers were waiting on

@@ -59,11 +59,17 @@ beforeAll(async () => {
     const token = await mintDevToken({ company, secret });
     for (const resource of RESOURCE_NAMES) {
       // A page size per company: the upstream counts requests by target, which holds no company.
-      pages.push({ path: `${API_PREFIX}/${resource}?per_page=${String(4 + company)}`, company, token, master: await cluster.masterOf(`{${String(company)}:${resource}}`) });
+      pages.push({
+        path: `${API_PREFIX}/${resource}?per_page=${String(4 + company)}`,
+        company,
+        token,
+        master: await cluster.masterOf(`{${String(company)}:${resource}}`),
+      });
     }
   }
   // Warm: every page stored, through every replica.
-  for (const page of pages) for (const replica of replicas) expect((await getWithToken(replica.url, page.path, page.token)).status).toBe(200);
+  for (const page of pages)
+    for (const replica of replicas) expect((await getWithToken(replica.url, page.path, page.token)).status).toBe(200);
 });
 
 afterAll(async () => {
@@ -73,7 +79,9 @@ afterAll(async () => {
 });
 
 describe('a Redis Cluster master killed, then another paused, under load over 3 replicas', () => {
-  it('answers no 5xx, keeps the pages of the healthy masters cached, and is back to full throughput within 5 s', { timeout: 90_000 }, async () => {
+  it('answers no 5xx, keeps the pages of the healthy masters cached, and is back to full throughput within 5 s', {
+    timeout: 90_000,
+  }, async () => {
     const masters = await cluster.masters();
     const [killed, paused] = masters as [ClusterNode, ClusterNode, ClusterNode];
     const healthy = pages.filter((page) => page.master.port !== killed.port && page.master.port !== paused.port);
@@ -111,7 +119,10 @@ describe('a Redis Cluster master killed, then another paused, under load over 3 
     const baseline = before.reduce((sum, n) => sum + n, 0) / before.length;
     const killSecond = Math.floor((killedAt - startedAt) / 1000);
     const recoveredAt = series.findIndex((n, second) => second > killSecond && n >= baseline * 0.9);
-    const healthyRefetched = healthy.reduce((sum, page) => sum + (sandbox.stats().byTarget[upstreamTarget(page.path)] ?? 0), 0);
+    const healthyRefetched = healthy.reduce(
+      (sum, page) => sum + (sandbox.stats().byTarget[upstreamTarget(page.path)] ?? 0),
+      0,
+    );
     recordFigure('cluster-failover', 'throughput per second and refetches', {
       series,
       killSecond,

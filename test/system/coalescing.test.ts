@@ -40,15 +40,23 @@ describe.each(REDIS_TOPOLOGIES)('coalescing across 3 replicas (%s Redis)', (topo
     await redis?.stop();
   });
 
-  it(`makes exactly one upstream request per key, ${String(RUNS)} runs out of ${String(RUNS)}`, { timeout: 120_000 }, async () => {
+  it(`makes exactly one upstream request per key, ${String(RUNS)} runs out of ${String(RUNS)}`, {
+    timeout: 120_000,
+  }, async () => {
     const token = await mintDevToken({ company: 1, secret });
     const upstreamPerRun: number[] = [];
     const refusedPerRun: number[] = [];
     for (let run = 0; run < RUNS; run++) {
-      const targets = Array.from({ length: KEYS }, (_, k) => `${API_PREFIX}/${RESOURCE_NAMES[k % RESOURCE_NAMES.length] ?? 'receipts'}?after_id=${String(run * 1_000 + k)}`);
+      const targets = Array.from(
+        { length: KEYS },
+        (_, k) =>
+          `${API_PREFIX}/${RESOURCE_NAMES[k % RESOURCE_NAMES.length] ?? 'receipts'}?after_id=${String(run * 1_000 + k)}`,
+      );
       sandbox.resetStats();
       const answers = await Promise.all(
-        Array.from({ length: KEYS * PER_KEY }, (_, i) => getWithToken(replicas[i % replicas.length]?.url ?? '', targets[i % KEYS] ?? '', token)),
+        Array.from({ length: KEYS * PER_KEY }, (_, i) =>
+          getWithToken(replicas[i % replicas.length]?.url ?? '', targets[i % KEYS] ?? '', token),
+        ),
       );
       // A page, or — when this 2-core machine is starved by the burst (6 000 connections at once,
       // every process on the same cores) and a fill's wait for an upstream slot runs past
@@ -61,7 +69,10 @@ describe.each(REDIS_TOPOLOGIES)('coalescing across 3 replicas (%s Redis)', (topo
       refusedPerRun.push(other.length);
       upstreamPerRun.push(sandbox.stats().served);
     }
-    recordFigure('coalescing', `${topology}: upstream requests per run (${String(KEYS)} keys)`, { upstreamPerRun, refusedPerRun });
+    recordFigure('coalescing', `${topology}: upstream requests per run (${String(KEYS)} keys)`, {
+      upstreamPerRun,
+      refusedPerRun,
+    });
     expect(upstreamPerRun).toEqual(Array.from({ length: RUNS }, () => KEYS));
   });
 });

@@ -16,7 +16,8 @@ import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers
 const secret = 'limits across replicas: a secret of at least thirty-two bytes';
 const TARGET = `${API_PREFIX}/warehouses`;
 
-const LIMITS = 'rateLimit:\n  perCredential: { points: 10, duration: 60 }\n  perCompany: { points: 30, duration: 60 }\n  replicas: 2\n';
+const LIMITS =
+  'rateLimit:\n  perCredential: { points: 10, duration: 60 }\n  perCompany: { points: 30, duration: 60 }\n  replicas: 2\n';
 
 /** Sends `count` requests, one after another, and counts the answers by status. */
 async function burst(replica: Replica, bearer: string, count: number): Promise<Record<number, number>> {
@@ -78,7 +79,9 @@ describe.each(REDIS_TOPOLOGIES)('limits shared through Redis (%s)', (topology) =
     const [one, two] = replicas as [Replica, Replica];
     const company = 3;
     const results = await Promise.all(
-      ['a', 'b', 'c', 'd'].map(async (sub, i) => burst(i % 2 === 0 ? one : two, await tokenFor(`co-${sub}`, company), 10)),
+      ['a', 'b', 'c', 'd'].map(async (sub, i) =>
+        burst(i % 2 === 0 ? one : two, await tokenFor(`co-${sub}`, company), 10),
+      ),
     );
     const allowed = results.reduce((sum, r) => sum + (r[200] ?? 0), 0);
     // 40 asked, 10 per credential allowed by that policy, 30 by the company's.

@@ -55,7 +55,12 @@ async function decide(through: Replica, tag: string): Promise<Decisions> {
   const bySub = await mintDevToken({ company: 1, secret, subject: `sub-${tag}` });
   const company = 40 + Math.floor(Math.random() * 1000);
   const blockedCompany = await mintDevToken({ company, secret });
-  const employee = await mintDevToken({ company: 1, secret, employee: 9, employeePermissions: ['view_slab', 'view_slab_logistics'] });
+  const employee = await mintDevToken({
+    company: 1,
+    secret,
+    employee: 9,
+    employeePermissions: ['view_slab', 'view_slab_logistics'],
+  });
   for (const [method, path, body] of [
     ['POST', '/admin/revocations', { jti: `jti-${tag}`, exp }],
     ['POST', '/admin/revocations', { sub: `sub-${tag}` }],
@@ -83,7 +88,8 @@ async function violations(replicas: readonly Replica[], decisions: Decisions): P
     replicas.flatMap((replica, r) =>
       decisions.refused.map(async ({ token, status }, i) => {
         const answer = await getWithToken(replica.url, TARGET, token);
-        if (answer.status !== status) wrong.push(`replica ${String(r + 1)}, decision ${String(i + 1)}: ${String(answer.status)}`);
+        if (answer.status !== status)
+          wrong.push(`replica ${String(r + 1)}, decision ${String(i + 1)}: ${String(answer.status)}`);
       }),
     ),
   );
@@ -94,7 +100,12 @@ async function violations(replicas: readonly Replica[], decisions: Decisions): P
  * Checks every decision on every replica, round after round, while `disrupt` runs and until
  * `recovered` holds: no answer may ever have been other than the refusal.
  */
-async function refusedThroughout(replicas: readonly Replica[], decisions: Decisions, disrupt: () => Promise<void>, recovered: () => Promise<boolean>): Promise<{ rounds: number; wrong: string[] }> {
+async function refusedThroughout(
+  replicas: readonly Replica[],
+  decisions: Decisions,
+  disrupt: () => Promise<void>,
+  recovered: () => Promise<boolean>,
+): Promise<{ rounds: number; wrong: string[] }> {
   let stop = false;
   let rounds = 0;
   const wrong: string[] = [];
@@ -125,7 +136,13 @@ describe.each(REDIS_TOPOLOGIES)('operator decisions through Redis failures (%s R
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
-    env = { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ADMIN_TOKEN: ADMIN, CONFIG_FILE: replicaConfig(CONFIG), ...redis.env };
+    env = {
+      UPSTREAM_URL: sandbox.url,
+      JWT_SECRET: secret,
+      ADMIN_TOKEN: ADMIN,
+      CONFIG_FILE: replicaConfig(CONFIG),
+      ...redis.env,
+    };
     replicas = await Promise.all([1, 2, 3].map(() => startReplica(env)));
   });
 
@@ -162,12 +179,25 @@ describe.each(REDIS_TOPOLOGIES)('operator decisions through Redis failures (%s R
     const reader = await mintDevToken({ company: 1, secret, subject: `ttl-${topology}` });
     const page = `${API_PREFIX}/stocktakes?per_page=7`;
     await getWithToken(three.url, page, reader);
-    expect((await getWithToken(three.url, page, reader)).headers['cache-status']).toMatch(/^slab-proxy; hit; ttl=(29|30)$/);
+    expect((await getWithToken(three.url, page, reader)).headers['cache-status']).toMatch(
+      /^slab-proxy; hit; ttl=(29|30)$/,
+    );
     const started = Date.now();
     expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/stocktakes', { ttl: 600 })).status).toBe(200);
-    await until(async () => /^slab-proxy; hit; ttl=59\d$/.test((await getWithToken(three.url, page, reader)).headers['cache-status'] ?? ''), 'the override on replica 3', 1_000);
-    expect((await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'stocktakes' })).status).toBe(200);
-    await until(async () => /fwd=miss/.test((await getWithToken(three.url, page, reader)).headers['cache-status'] ?? ''), 'the purge on replica 3', 1_000);
+    await until(
+      async () =>
+        /^slab-proxy; hit; ttl=59\d$/.test((await getWithToken(three.url, page, reader)).headers['cache-status'] ?? ''),
+      'the override on replica 3',
+      1_000,
+    );
+    expect(
+      (await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'stocktakes' })).status,
+    ).toBe(200);
+    await until(
+      async () => /fwd=miss/.test((await getWithToken(three.url, page, reader)).headers['cache-status'] ?? ''),
+      'the purge on replica 3',
+      1_000,
+    );
     recordFigure('operator-state', `${topology}: TTL override and purge reach replica 3`, { ms: Date.now() - started });
     expect((await admin(one.adminUrl, 'DELETE', '/admin/cache/ttl/stocktakes')).status).toBe(204);
   });
@@ -193,24 +223,25 @@ describe.each(REDIS_TOPOLOGIES)('operator decisions through Redis failures (%s R
   });
 
   // A cluster only: one Redis has no replica to fail over to (its empty restart is above).
-  if (topology === 'cluster') it('keeps refusing through a failover of the master that holds the state', async () => {
-    const cluster = redis.cluster;
-    if (cluster === undefined) throw new Error('a cluster was asked for');
-    const master = await cluster.masterOf('{slab:ctl}');
-    const result = await refusedThroughout(
-      replicas,
-      decisions,
-      async () => {
-        await cluster.kill(master);
-        await cluster.waitHealthy();
-      },
-      redisHoldsDecisions,
-    );
-    recordFigure('operator-state', `${topology}: failover`, result);
-    expect(result.wrong).toEqual([]);
-    await cluster.restart(master); // back as a replica
-    await cluster.waitHealthy();
-  });
+  if (topology === 'cluster')
+    it('keeps refusing through a failover of the master that holds the state', async () => {
+      const cluster = redis.cluster;
+      if (cluster === undefined) throw new Error('a cluster was asked for');
+      const master = await cluster.masterOf('{slab:ctl}');
+      const result = await refusedThroughout(
+        replicas,
+        decisions,
+        async () => {
+          await cluster.kill(master);
+          await cluster.waitHealthy();
+        },
+        redisHoldsDecisions,
+      );
+      recordFigure('operator-state', `${topology}: failover`, result);
+      expect(result.wrong).toEqual([]);
+      await cluster.restart(master); // back as a replica
+      await cluster.waitHealthy();
+    });
 
   it('a replica started after all that knows every decision', async () => {
     const late = await startReplica(env);
@@ -234,7 +265,14 @@ describe('operator decisions through a restart of every process (a persistent Re
     cacheRedis = await startRedis();
     controlRedis = await startRedis({ appendOnlyDir: mkdtempSync(join(tmpdir(), 'slab-control-aof-')) });
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
-    env = { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ADMIN_TOKEN: ADMIN, CONFIG_FILE: replicaConfig(CONFIG), REDIS_URL: cacheRedis.url, CONTROL_REDIS_URL: controlRedis.url };
+    env = {
+      UPSTREAM_URL: sandbox.url,
+      JWT_SECRET: secret,
+      ADMIN_TOKEN: ADMIN,
+      CONFIG_FILE: replicaConfig(CONFIG),
+      REDIS_URL: cacheRedis.url,
+      CONTROL_REDIS_URL: controlRedis.url,
+    };
     replicas = await Promise.all([1, 2, 3].map(() => startReplica(env)));
   });
 

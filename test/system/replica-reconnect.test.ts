@@ -24,7 +24,7 @@ const TARGET = `${API_PREFIX}/receipts?per_page=2`;
 
 let sandbox: Sandbox;
 let cluster: RedisCluster | undefined;
-let ports: number[] = [];
+const ports: number[] = [];
 const started: Replica[] = [];
 
 interface Readiness {
@@ -80,7 +80,11 @@ describe('a replica and an unreachable Redis Cluster', () => {
     strict = await launch('control: { maxStaleness: 1 }\n', false);
     const reader = await mintDevToken({ company: 1, secret });
     expect((await getWithToken(early.url, TARGET, reader)).status).toBe(200); // fail-open to the upstream
-    await until(async () => ((await gauge(early, 'slab_proxy_redis_down_seconds')) ?? 0) >= 1, 'redis down for a second', 5_000);
+    await until(
+      async () => ((await gauge(early, 'slab_proxy_redis_down_seconds')) ?? 0) >= 1,
+      'redis down for a second',
+      5_000,
+    );
     const ready = await readiness(early);
     expect(ready.code).toBe(200);
     expect(ready.body.redis).toBe('down');
@@ -110,7 +114,11 @@ describe('a replica and an unreachable Redis Cluster', () => {
       body: JSON.stringify({ sub: 'reconnect-revoked' }),
     });
     expect(res.status).toBe(201);
-    await until(async () => (await getWithToken(early.url, TARGET, revoked)).status === 401, 'the revocation on the early replica', 1_000);
+    await until(
+      async () => (await getWithToken(early.url, TARGET, revoked)).status === 401,
+      'the revocation on the early replica',
+      1_000,
+    );
   });
 
   it('a replica started after failovers, its seed nodes now replicas, connects', { timeout: 60_000 }, async () => {
@@ -125,6 +133,9 @@ describe('a replica and an unreachable Redis Cluster', () => {
     }
     const after = await launch();
     expect(await redisOk(after)).toBe(true);
-    expect((await getWithToken(after.url, TARGET, await mintDevToken({ company: 1, secret, subject: 'reconnect-revoked' }))).status).toBe(401);
+    expect(
+      (await getWithToken(after.url, TARGET, await mintDevToken({ company: 1, secret, subject: 'reconnect-revoked' })))
+        .status,
+    ).toBe(401);
   });
 });

@@ -75,7 +75,12 @@ describe.each(REDIS_TOPOLOGIES)('the upstream budget under overload (%s Redis)',
 
   let lastSeries: number[] = [];
   /** An overload of `seconds` on every replica; the upstream's figures over it. */
-  async function overload(seconds: number): Promise<{ perSecond: number; maxInFlight: number; maxPerSlidingSecond: number; byStatus: Readonly<Record<string, number>> }> {
+  async function overload(seconds: number): Promise<{
+    perSecond: number;
+    maxInFlight: number;
+    maxPerSlidingSecond: number;
+    byStatus: Readonly<Record<string, number>>;
+  }> {
     sandbox.resetStats();
     const startedAt = Date.now();
     const load = await closedLoop({
@@ -93,7 +98,9 @@ describe.each(REDIS_TOPOLOGIES)('the upstream budget under overload (%s Redis)',
     };
   }
 
-  it('serves close to maxPerSecond in two runs back to back, never over the caps, then a normal load at once', { timeout: (SECONDS * 2 + 30) * 1000 }, async () => {
+  it('serves close to maxPerSecond in two runs back to back, never over the caps, then a normal load at once', {
+    timeout: (SECONDS * 2 + 30) * 1000,
+  }, async () => {
     sandbox.faults.set({ latencyMs: 200 });
     for (const run of [1, 2]) {
       sandbox.resetStats();
@@ -131,7 +138,9 @@ describe.each(REDIS_TOPOLOGIES)('the upstream budget under overload (%s Redis)',
     expect(sandbox.stats().served).toBe(10);
   });
 
-  it('takes new limits from the config at every restart, and on SIGHUP', { timeout: (SECONDS * 2 + 40) * 1000 }, async () => {
+  it('takes new limits from the config at every restart, and on SIGHUP', {
+    timeout: (SECONDS * 2 + 40) * 1000,
+  }, async () => {
     sandbox.faults.set({ latencyMs: 100 });
     const budget = (maxConcurrent: number, maxPerSecond: number): string =>
       [
@@ -146,7 +155,11 @@ describe.each(REDIS_TOPOLOGIES)('the upstream budget under overload (%s Redis)',
     // must not survive them.
     await Promise.all(replicas.map((r) => r.process.stop('SIGTERM')));
     const file = replicaConfig(budget(3, 10));
-    replicas = await Promise.all([1, 2, 3].map(() => startReplica({ UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, CONFIG_FILE: file, ...redis.env })));
+    replicas = await Promise.all(
+      [1, 2, 3].map(() =>
+        startReplica({ UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, CONFIG_FILE: file, ...redis.env }),
+      ),
+    );
     const restarted = await overload(SECONDS);
     recordFigure('budget-overload', `${topology} after a restart with 3 / 10`, restarted);
     expect(restarted.maxInFlight).toBeLessThanOrEqual(3);

@@ -22,24 +22,34 @@ function exactPercentile(sorted: readonly number[], p: number): number {
 describe('LatencyHistogram', () => {
   it('gives every percentile exactly below 1 ms and within 0.1% above, and the exact maximum', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 120_000_000 }), { minLength: 1, maxLength: 400 }), fc.constantFrom(50, 90, 99, 99.9, 100), (micros, p) => {
-        const histogram = new LatencyHistogram();
-        for (const us of micros) histogram.record(us / 1000);
-        const sorted = [...micros].sort((a, b) => a - b);
-        const exact = exactPercentile(sorted, p);
-        const got = histogram.percentileMs(p);
-        if (exact < 1024) expect(got).toBe(exact / 1000);
-        else expect(Math.abs(got * 1000 - exact) / exact).toBeLessThan(0.001);
-        expect(histogram.maxMs).toBe((sorted[sorted.length - 1] ?? Number.NaN) / 1000);
-        expect(histogram.count).toBe(micros.length);
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 120_000_000 }), { minLength: 1, maxLength: 400 }),
+        fc.constantFrom(50, 90, 99, 99.9, 100),
+        (micros, p) => {
+          const histogram = new LatencyHistogram();
+          for (const us of micros) histogram.record(us / 1000);
+          const sorted = [...micros].sort((a, b) => a - b);
+          const exact = exactPercentile(sorted, p);
+          const got = histogram.percentileMs(p);
+          if (exact < 1024) expect(got).toBe(exact / 1000);
+          else expect(Math.abs(got * 1000 - exact) / exact).toBeLessThan(0.001);
+          expect(histogram.maxMs).toBe((sorted[sorted.length - 1] ?? Number.NaN) / 1000);
+          expect(histogram.count).toBe(micros.length);
+        },
+      ),
     );
   });
 
   it('adds another histogram as if its answers were recorded here', () => {
     const [a, b, both] = [new LatencyHistogram(), new LatencyHistogram(), new LatencyHistogram()];
-    [0.2, 1.5, 30, 7_000].forEach((ms) => (a.record(ms), both.record(ms)));
-    [0.9, 2.5, 45].forEach((ms) => (b.record(ms), both.record(ms)));
+    for (const ms of [0.2, 1.5, 30, 7_000]) {
+      a.record(ms);
+      both.record(ms);
+    }
+    for (const ms of [0.9, 2.5, 45]) {
+      b.record(ms);
+      both.record(ms);
+    }
     a.add(b);
     for (const p of [10, 50, 90, 99, 100]) expect(a.percentileMs(p)).toBe(both.percentileMs(p));
     expect(a.count).toBe(7);
@@ -68,17 +78,24 @@ describe('median and rotation', () => {
       ['nginx', 'proxy', 'bare'],
       ['proxy', 'bare', 'nginx'],
     ]);
-    for (let position = 0; position < 3; position++) expect(new Set(rounds.map((r) => r[position]))).toEqual(new Set(targets));
+    for (let position = 0; position < 3; position++)
+      expect(new Set(rounds.map((r) => r[position]))).toEqual(new Set(targets));
   });
 });
 
 describe('Markdown for the README', () => {
   it('aligns numbers right and escapes a cell’s pipe', () => {
-    expect(markdownTable(['target', 'req/s'], [['a|b', '1,000']])).toEqual(['| target | req/s |', '|---|---:|', '| a\\|b | 1,000 |']);
+    expect(markdownTable(['target', 'req/s'], [['a|b', '1,000']])).toEqual([
+      '| target | req/s |',
+      '|---|---:|',
+      '| a\\|b | 1,000 |',
+    ]);
   });
 
   it('stamps figures with the command, the date and the cores', () => {
-    expect(runStamp('npm run bench', ['wrk 4.1.0'], new Date('2026-11-23T10:00:00Z'))).toMatch(/^`npm run bench`, 2026-11-23, \d+ cores?, wrk 4\.1\.0$/);
+    expect(runStamp('npm run bench', ['wrk 4.1.0'], new Date('2026-11-23T10:00:00Z'))).toMatch(
+      /^`npm run bench`, 2026-11-23, \d+ cores?, wrk 4\.1\.0$/,
+    );
   });
 });
 
@@ -103,9 +120,14 @@ describe('the wrk script', () => {
   it('writes any path or header value as a Lua string that reads back the same', () => {
     fc.assert(
       // Any code points, lone surrogates included (UTF-8 writes those as U+FFFD, so both sides do).
-      fc.property(fc.array(fc.integer({ min: 0, max: 0x10ffff }), { maxLength: 40 }).map((points) => String.fromCodePoint(...points)), (text) => {
-        expect(readLua(luaString(text))).toBe(Buffer.from(text, 'utf8').toString('utf8'));
-      }),
+      fc.property(
+        fc
+          .array(fc.integer({ min: 0, max: 0x10ffff }), { maxLength: 40 })
+          .map((points) => String.fromCodePoint(...points)),
+        (text) => {
+          expect(readLua(luaString(text))).toBe(Buffer.from(text, 'utf8').toString('utf8'));
+        },
+      ),
     );
   });
 
@@ -116,23 +138,73 @@ describe('the wrk script', () => {
     ];
     const plain = wrkScript({ url: 'http://127.0.0.1:1', connections: 1, durationSec: 1, requests });
     expect(plain).toContain('wrk.format("GET", "/a?x=1", { ["authorization"] = "Bearer one" })');
-    expect(plain).toContain('wrk.format("GET", "/b", { ["authorization"] = "Bearer two", ["accept-encoding"] = "br" })');
+    expect(plain).toContain(
+      'wrk.format("GET", "/b", { ["authorization"] = "Bearer two", ["accept-encoding"] = "br" })',
+    );
     expect(plain).not.toContain('response = function');
-    expect(wrkScript({ url: 'http://127.0.0.1:1', connections: 1, durationSec: 1, expectStatus: 429, requests })).toContain('response = function');
+    expect(
+      wrkScript({ url: 'http://127.0.0.1:1', connections: 1, durationSec: 1, expectStatus: 429, requests }),
+    ).toContain('response = function');
   });
 
   it('reads wrk’s summary: answers above 399 are unexpected unless a status is expected', () => {
-    const summary = { requests: 1000, duration_us: 2_000_000, bytes: 6_000_000, connect: 0, read: 1, write: 0, status: 10, timeout: 2, p50: 500, p90: 900, p99: 2_500, p999: 4_000, max: 9_000, cpu_s: 1.5, statuses: {} };
+    const summary = {
+      requests: 1000,
+      duration_us: 2_000_000,
+      bytes: 6_000_000,
+      connect: 0,
+      read: 1,
+      write: 0,
+      status: 10,
+      timeout: 2,
+      p50: 500,
+      p90: 900,
+      p99: 2_500,
+      p999: 4_000,
+      max: 9_000,
+      cpu_s: 1.5,
+      statuses: {},
+    };
     const hits = wrkResult(summary, { url: 'http://x', connections: 1, durationSec: 2, requests: [] });
-    expect(hits).toMatchObject({ completed: 990, responses: 1000, unexpected: 10, errors: 3, rps: 495, p50Ms: 0.5, p99Ms: 2.5, maxMs: 9, bytesPerResponse: 6000, clientCpuPct: 75 });
-    const refusals = wrkResult({ ...summary, statuses: { '429': 990, '200': 10 } }, { url: 'http://x', connections: 1, durationSec: 2, expectStatus: 429, requests: [] });
+    expect(hits).toMatchObject({
+      completed: 990,
+      responses: 1000,
+      unexpected: 10,
+      errors: 3,
+      rps: 495,
+      p50Ms: 0.5,
+      p99Ms: 2.5,
+      maxMs: 9,
+      bytesPerResponse: 6000,
+      clientCpuPct: 75,
+    });
+    const refusals = wrkResult(
+      { ...summary, statuses: { '429': 990, '200': 10 } },
+      { url: 'http://x', connections: 1, durationSec: 2, expectStatus: 429, requests: [] },
+    );
     expect(refusals).toMatchObject({ completed: 990, unexpected: 10, statusCodes: { '429': 990, '200': 10 } });
   });
 });
 
 describe('a load worker’s result line', () => {
   it('comes back with NaN where an empty run had no percentiles (JSON writes null)', () => {
-    const line = JSON.stringify({ generator: 'paced', completed: 0, responses: 0, unexpected: 0, errors: 3, durationSec: 1, rps: 0, p50Ms: Number.NaN, p90Ms: Number.NaN, p99Ms: Number.NaN, p999Ms: Number.NaN, maxMs: Number.NaN, bytesPerResponse: 0, statusCodes: {}, clientCpuPct: 1 });
+    const line = JSON.stringify({
+      generator: 'paced',
+      completed: 0,
+      responses: 0,
+      unexpected: 0,
+      errors: 3,
+      durationSec: 1,
+      rps: 0,
+      p50Ms: Number.NaN,
+      p90Ms: Number.NaN,
+      p99Ms: Number.NaN,
+      p999Ms: Number.NaN,
+      maxMs: Number.NaN,
+      bytesPerResponse: 0,
+      statusCodes: {},
+      clientCpuPct: 1,
+    });
     const result = parseLoadResult(line);
     expect(result.p99Ms).toBeNaN();
     expect(result.errors).toBe(3);
@@ -142,11 +214,17 @@ describe('a load worker’s result line', () => {
 
 describe('config/nginx-cache.conf', () => {
   it('is filled in completely, and an unknown placeholder is refused', () => {
-    const config = renderNginxConfig(readFileSync(NGINX_TEMPLATE, 'utf8'), { dir: '/tmp/run', port: 8123, originPort: 8124 });
+    const config = renderNginxConfig(readFileSync(NGINX_TEMPLATE, 'utf8'), {
+      dir: '/tmp/run',
+      port: 8123,
+      originPort: 8124,
+    });
     expect(config).not.toMatch(/\{\{/);
     expect(config).toContain('listen 127.0.0.1:8123;');
     expect(config).toContain('server 127.0.0.1:8124;');
     expect(config).toContain('proxy_cache_path /tmp/run/cache ');
-    expect(() => renderNginxConfig('{{NOPE}}', { dir: '/tmp/run', port: 1, originPort: 2 })).toThrow(/unknown placeholder \{\{NOPE\}\}/);
+    expect(() => renderNginxConfig('{{NOPE}}', { dir: '/tmp/run', port: 1, originPort: 2 })).toThrow(
+      /unknown placeholder \{\{NOPE\}\}/,
+    );
   });
 });

@@ -20,7 +20,8 @@ function section(name: string): string {
   return readme.slice(start, end === -1 ? undefined : end);
 }
 
-const headerLines = (header: readonly string[], align?: readonly ('left' | 'right')[]): string[] => markdownTable(header, [], align);
+const headerLines = (header: readonly string[], align?: readonly ('left' | 'right')[]): string[] =>
+  markdownTable(header, [], align);
 
 describe('the README’s figures', () => {
   it('Benchmarks: a stamped run of npm run bench, in the tables it prints', () => {
@@ -51,12 +52,33 @@ describe('the README’s figures', () => {
 });
 
 function summary(rps: number, usPerRequest: number, p99Ms: number): Summary {
-  return { rounds: 1, rps, p50Ms: 1, p99Ms, serverCpuPct: 99, usPerRequest, clientCpuPct: 50, bytesPerResponse: 6000, unexpected: 0, errors: 0, rpsByRound: [rps] };
+  return {
+    rounds: 1,
+    rps,
+    p50Ms: 1,
+    p99Ms,
+    serverCpuPct: 99,
+    usPerRequest,
+    clientCpuPct: 50,
+    bytesPerResponse: 6000,
+    unexpected: 0,
+    errors: 0,
+    rpsByRound: [rps],
+  };
 }
 
 function target(name: string, ratio: number, cpuRatio: number, p99Ms: number, halfLoadP99Ms: number): TargetFigures {
   const s = summary(30_000 * ratio, 20 / cpuRatio, p99Ms);
-  return { name, fiftyPages: s, onePage: s, ratioFiftyPages: ratio, ratioOnePage: ratio, cpuRatioFiftyPages: cpuRatio, cpuRatioOnePage: cpuRatio, halfLoadP99Ms };
+  return {
+    name,
+    fiftyPages: s,
+    onePage: s,
+    ratioFiftyPages: ratio,
+    ratioOnePage: ratio,
+    cpuRatioFiftyPages: cpuRatio,
+    cpuRatioOnePage: cpuRatio,
+    halfLoadP99Ms,
+  };
 }
 
 const rest = {
@@ -69,10 +91,19 @@ const rest = {
 
 describe('the bench’s verdicts', () => {
   it('judges the hit ratio, p99 against nginx and at half load by issue 11’s targets', () => {
-    const pass = verdicts({ ...rest, proxy: target('proxy cache hits', 0.72, 0.65, 3, 4), nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1) });
+    const pass = verdicts({
+      ...rest,
+      proxy: target('proxy cache hits', 0.72, 0.65, 3, 4),
+      nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1),
+    });
     expect(pass.map((v) => v.pass)).toEqual([true, true, true, true, true, true, true, true]);
     expect(pass[0]?.figure).toBe('0.72× (goal met); by CPU per request 0.65×');
-    const miss = verdicts({ ...rest, upstreamDuringHits: 3, proxy: target('proxy cache hits', 0.55, 0.4, 6, 5.5), nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1) });
+    const miss = verdicts({
+      ...rest,
+      upstreamDuringHits: 3,
+      proxy: target('proxy cache hits', 0.55, 0.4, 6, 5.5),
+      nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1),
+    });
     expect(miss.map((v) => v.pass)).toEqual([false, false, false, false, false, true, true, true]);
     expect(miss[2]?.figure).toBe('6.00 vs 1.50 ms (4.0×)');
   });
@@ -80,12 +111,16 @@ describe('the bench’s verdicts', () => {
   it('cannot judge the p99 against nginx without nginx, and says so', () => {
     const list = verdicts({ ...rest, proxy: target('proxy cache hits', 0.7, 0.6, 3, 4), nginx: undefined });
     expect(list[2]).toMatchObject({ pass: undefined, figure: '3.00 ms; no nginx in this run' });
-    expect(benchMarkdown('stamp', [], list, { busyRounds: 0, rounds: 30 })).toContain(`| ${list[2]?.target ?? ''} | 3.00 ms; no nginx in this run | n/a |`);
+    expect(benchMarkdown('stamp', [], list, { busyRounds: 0, rounds: 30 })).toContain(
+      `| ${list[2]?.target ?? ''} | 3.00 ms; no nginx in this run | n/a |`,
+    );
   });
 
   it('warns in the README lines when rounds ran on a busy machine, and only then', () => {
     const list = verdicts({ ...rest, proxy: target('proxy cache hits', 0.7, 0.6, 3, 4), nginx: undefined });
     expect(benchMarkdown('stamp', [], list, { busyRounds: 0, rounds: 30 }).join('\n')).not.toContain('Busy machine');
-    expect(benchMarkdown('stamp', [], list, { busyRounds: 7, rounds: 30 }).join('\n')).toContain('Busy machine: in 7 of 30 closed-loop rounds');
+    expect(benchMarkdown('stamp', [], list, { busyRounds: 7, rounds: 30 }).join('\n')).toContain(
+      'Busy machine: in 7 of 30 closed-loop rounds',
+    );
   });
 });

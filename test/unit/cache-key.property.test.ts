@@ -20,8 +20,19 @@ const tenantId = fc.oneof(
 );
 /** Hostile text: the characters keys are built from, and anything else. */
 const hostileText = fc
-  .array(fc.oneof(fc.constantFrom(':', '{', '}', '|', '&', '=', '%', ';', ' ', 'a:1:receipts', '}{', 'co', 'gen', 'lease'), fc.string({ unit: 'grapheme', minLength: 1, maxLength: 4 })), { minLength: 1, maxLength: 12 })
-  .map((parts) => [...parts.join('')].filter((c) => !/\p{Cc}/u.test(c)).slice(0, 128).join(''))
+  .array(
+    fc.oneof(
+      fc.constantFrom(':', '{', '}', '|', '&', '=', '%', ';', ' ', 'a:1:receipts', '}{', 'co', 'gen', 'lease'),
+      fc.string({ unit: 'grapheme', minLength: 1, maxLength: 4 }),
+    ),
+    { minLength: 1, maxLength: 12 },
+  )
+  .map((parts) =>
+    [...parts.join('')]
+      .filter((c) => !/\p{Cc}/u.test(c))
+      .slice(0, 128)
+      .join(''),
+  )
   .filter((s) => s.length > 0);
 
 const read: fc.Arbitrary<CanonicalRead> = fc
@@ -34,7 +45,10 @@ const read: fc.Arbitrary<CanonicalRead> = fc
   })
   .map(({ resource, record, id, text, perPage }) => {
     const textFilter = resource.filters.find((f) => f.grammar === 'text');
-    const query = textFilter === undefined ? `per_page=${perPage}` : `per_page=${perPage}&${textFilter.name}=${encodeURIComponent(text)}`;
+    const query =
+      textFilter === undefined
+        ? `per_page=${perPage}`
+        : `per_page=${perPage}&${textFilter.name}=${encodeURIComponent(text)}`;
     const result = canonicaliseTarget(`${API_PREFIX}/${resource.name}${record ? `/${id}` : `?${query}`}`);
     if (result instanceof ProxyError) throw new Error(`generator made an invalid read: ${result.code}`);
     return result;
@@ -123,7 +137,11 @@ describe('cache keys', () => {
     };
     expect(cacheAddress('slab', r, p, 'company').key).toBe('slab:{7:receipts}:co:list:per_page=30');
     expect(cacheAddress('slab', r, p, 'employee').key).toBe('slab:{7:receipts}:em.9:list:per_page=30');
-    expect(cacheAddress('slab', r, p, 'credential').key).toBe(`slab:{7:receipts}:cr.${Buffer.from('sub:alice').toString('base64url')}:list:per_page=30`);
-    expect(cacheAddress('slab', r, { ...p, employee: undefined }, 'employee').key).toBe('slab:{7:receipts}:em-:list:per_page=30');
+    expect(cacheAddress('slab', r, p, 'credential').key).toBe(
+      `slab:{7:receipts}:cr.${Buffer.from('sub:alice').toString('base64url')}:list:per_page=30`,
+    );
+    expect(cacheAddress('slab', r, { ...p, employee: undefined }, 'employee').key).toBe(
+      'slab:{7:receipts}:em-:list:per_page=30',
+    );
   });
 });

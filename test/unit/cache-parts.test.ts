@@ -2,17 +2,44 @@
 import { brotliCompressSync, brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { formatCacheStatus } from '../../src/cache/cache-status.js';
-import { type CacheEntry, ENTRY_FORMAT_VERSION, brotliBody, decodeEntry, encodeEntry, gzipBody, strongEtag } from '../../src/cache/entry.js';
+import {
+  type CacheEntry,
+  ENTRY_FORMAT_VERSION,
+  brotliBody,
+  decodeEntry,
+  encodeEntry,
+  gzipBody,
+  strongEtag,
+} from '../../src/cache/entry.js';
 import { L1Cache } from '../../src/cache/l1.js';
 import { createMemoryStore } from '../../src/cache/memory-store.js';
 import { CachePolicies, type PolicyOverrides } from '../../src/cache/policy.js';
 import { etagMatches } from '../../src/http/conditional.js';
 import { configWith } from '../helpers/env.js';
 
-const PAGE = Buffer.from(JSON.stringify({ data: Array.from({ length: 30 }, (_, i) => ({ id: 100 + i, status: 'available', warehouse_id: 7, created_at: '2026-01-01T00:00:00.000Z' })), meta: { per_page: 30, has_more: true, next_after_id: 129 } }));
+const PAGE = Buffer.from(
+  JSON.stringify({
+    data: Array.from({ length: 30 }, (_, i) => ({
+      id: 100 + i,
+      status: 'available',
+      warehouse_id: 7,
+      created_at: '2026-01-01T00:00:00.000Z',
+    })),
+    meta: { per_page: 30, has_more: true, next_after_id: 129 },
+  }),
+);
 
 function entry(body: Buffer, generation = 'g1'): CacheEntry {
-  return { status: 200, contentType: 'application/json', etag: strongEtag(body), body, storedAt: 1_000, freshUntil: 31_000, keepUntil: 631_000, generation };
+  return {
+    status: 200,
+    contentType: 'application/json',
+    etag: strongEtag(body),
+    body,
+    storedAt: 1_000,
+    freshUntil: 31_000,
+    keepUntil: 631_000,
+    generation,
+  };
 }
 
 describe('entry format', () => {
@@ -21,7 +48,9 @@ describe('entry format', () => {
       const { brotli, ...decoded } = decodeEntry(encodeEntry(entry(body))) ?? {};
       expect(decoded).toEqual(entry(body));
       // The stored bytes are the brotli representation, kept beside the body with its own validator.
-      expect(brotli === undefined ? undefined : brotliDecompressSync(brotli.body).equals(body)).toBe(body === PAGE ? true : undefined);
+      expect(brotli === undefined ? undefined : brotliDecompressSync(brotli.body).equals(body)).toBe(
+        body === PAGE ? true : undefined,
+      );
     }
   });
 
@@ -29,7 +58,9 @@ describe('entry format', () => {
     const made = { ...entry(PAGE), brotli: brotliBody(PAGE, strongEtag(PAGE)) };
     expect(made.brotli?.etag).toBe(`${strongEtag(PAGE).slice(0, -1)}.br"`);
     const stored = encodeEntry(made);
-    expect(stored.subarray(stored.length - (made.brotli?.body.length ?? 0)).equals(made.brotli?.body ?? Buffer.alloc(0))).toBe(true);
+    expect(
+      stored.subarray(stored.length - (made.brotli?.body.length ?? 0)).equals(made.brotli?.body ?? Buffer.alloc(0)),
+    ).toBe(true);
     expect(decodeEntry(stored)?.brotli).toEqual(made.brotli);
     // An entry whose body does not compress carries none and is stored as it is.
     expect(brotliBody(Buffer.from('{}'), '"x"')).toBeUndefined();
@@ -64,7 +95,15 @@ describe('entry format', () => {
     hugeHeader.writeUInt32BE(1_000_000, 2);
     const badJson = Buffer.concat([Buffer.from([ENTRY_FORMAT_VERSION, 0, 0, 0, 0, 3]), Buffer.from('{x}')]);
     const wrongTypes = Buffer.concat([Buffer.from([ENTRY_FORMAT_VERSION, 0, 0, 0, 0, 2]), Buffer.from('{}')]);
-    for (const bad of [good.subarray(0, good.length - 10), otherVersion, flipped, hugeHeader, badJson, wrongTypes, Buffer.alloc(3)]) {
+    for (const bad of [
+      good.subarray(0, good.length - 10),
+      otherVersion,
+      flipped,
+      hugeHeader,
+      badJson,
+      wrongTypes,
+      Buffer.alloc(3),
+    ]) {
       expect(decodeEntry(bad)).toBeUndefined();
     }
   });
@@ -119,7 +158,12 @@ describe('memory store', () => {
   it('reports what it holds, and nothing once an entry is past its keepUntil', async () => {
     let now = 1_000;
     const store = createMemoryStore({ maxBytes: 1_048_576, now: () => now });
-    const address = { group: { company: '1', resource: 'receipts' as const }, key: 'slab:{1:receipts}:co:list:per_page=30', generationKey: 'g', leaseKey: 'l' };
+    const address = {
+      group: { company: '1', resource: 'receipts' as const },
+      key: 'slab:{1:receipts}:co:list:per_page=30',
+      generationKey: 'g',
+      leaseKey: 'l',
+    };
     expect(store.footprint?.()).toEqual({ entries: 0, bytes: 0 });
     expect(await store.save(address, entry(PAGE))).toBe(true);
     expect(store.footprint?.().entries).toBe(1);
@@ -133,7 +177,10 @@ describe('memory store', () => {
 describe('cache policies', () => {
   it('layers defaults, per-resource settings and run-time overrides', () => {
     let overrides: PolicyOverrides = {};
-    const policies = new CachePolicies(configWith({ cache: { resources: { receipts: { ttl: 5, partition: 'employee' } } } }).cache, () => overrides);
+    const policies = new CachePolicies(
+      configWith({ cache: { resources: { receipts: { ttl: 5, partition: 'employee' } } } }).cache,
+      () => overrides,
+    );
     expect(policies.policyFor('warehouses')).toMatchObject({ ttl: 300, staleIfError: 600, partition: 'company' });
     expect(policies.policyFor('receipts')).toMatchObject({ ttl: 5, staleWhileRevalidate: 30, partition: 'employee' });
     overrides = { receipts: { ttl: 9 }, remnants: { notFoundTtl: 1 } };

@@ -23,7 +23,12 @@ const textValue = fc
     ),
     { minLength: 1, maxLength: 40 },
   )
-  .map((parts) => [...parts.join('')].filter((c) => !/\p{Cc}/u.test(c)).slice(0, 128).join(''))
+  .map((parts) =>
+    [...parts.join('')]
+      .filter((c) => !/\p{Cc}/u.test(c))
+      .slice(0, 128)
+      .join(''),
+  )
   .filter((s) => s.length > 0);
 
 function valueFor(grammar: string): fc.Arbitrary<string> {
@@ -41,9 +46,9 @@ interface ValidRequest {
 const validRequest: fc.Arbitrary<ValidRequest> = fc.constantFrom(...RESOURCES).chain((resource) =>
   fc
     .record({
-      filters: fc.subarray([...resource.filters]).chain((filters) =>
-        fc.tuple(...filters.map((f) => valueFor(f.grammar).map((v) => [f.name, v] as const))),
-      ),
+      filters: fc
+        .subarray([...resource.filters])
+        .chain((filters) => fc.tuple(...filters.map((f) => valueFor(f.grammar).map((v) => [f.name, v] as const)))),
       perPage: fc.option(fc.integer({ min: 1, max: 100 }).map(String), { nil: undefined }),
       afterId: fc.option(fc.oneof(fc.constant('0'), positiveId), { nil: undefined }),
     })
@@ -51,7 +56,9 @@ const validRequest: fc.Arbitrary<ValidRequest> = fc.constantFrom(...RESOURCES).c
       const params: Array<readonly [string, string]> = [...filters];
       if (perPage !== undefined) params.push(['per_page', perPage]);
       if (afterId !== undefined) params.push(['after_id', afterId]);
-      return fc.shuffledSubarray(params, { minLength: params.length, maxLength: params.length }).map((shuffled) => ({ resource, params: shuffled }));
+      return fc
+        .shuffledSubarray(params, { minLength: params.length, maxLength: params.length })
+        .map((shuffled) => ({ resource, params: shuffled }));
     }),
 );
 
@@ -129,7 +136,22 @@ describe('canonicalisation properties', () => {
     const rawQuery = fc.array(
       fc.oneof(
         fc.string({ unit: 'binary', maxLength: 30 }),
-        fc.constantFrom('per_page=', 'after_id=', 'status=', 'code=', 'active=', '&', '=', ';', '%', '%2', '%26', '%3D', '+', '#'),
+        fc.constantFrom(
+          'per_page=',
+          'after_id=',
+          'status=',
+          'code=',
+          'active=',
+          '&',
+          '=',
+          ';',
+          '%',
+          '%2',
+          '%26',
+          '%3D',
+          '+',
+          '#',
+        ),
         fc.constantFrom(...RESOURCES.flatMap((r) => r.filters.map((f) => `${f.name}=`))),
       ),
       { maxLength: 12 },

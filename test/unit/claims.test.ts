@@ -67,18 +67,26 @@ describe('principalFromClaims', () => {
 
   it('requires employee_permissions when employee_id is present', () => {
     expect(claimErrorOf(payload({ employee_id: 7 })).claim).toBe('employee_permissions');
-    expect(claimErrorOf(payload({ employee_id: 7, employee_permissions: 'view_slab' })).claim).toBe('employee_permissions');
+    expect(claimErrorOf(payload({ employee_id: 7, employee_permissions: 'view_slab' })).claim).toBe(
+      'employee_permissions',
+    );
     expect(claimErrorOf(payload({ employee_id: 0, employee_permissions: [] })).claim).toBe('employee_id');
   });
 
   it('reads an employee and its permissions', () => {
-    const principal = principalFromClaims(payload({ employee_id: '7', employee_permissions: ['view_slab'] }), DEFAULT_CLAIM_NAMES, HASH);
+    const principal = principalFromClaims(
+      payload({ employee_id: '7', employee_permissions: ['view_slab'] }),
+      DEFAULT_CLAIM_NAMES,
+      HASH,
+    );
     expect(principal.employee?.id).toBe('7');
     expect([...(principal.employee?.permissions ?? [])]).toEqual(['view_slab']);
   });
 
   it('reads no employee when employee_id is absent, whatever employee_permissions says', () => {
-    expect(principalFromClaims(payload({ employee_permissions: 'junk' }), DEFAULT_CLAIM_NAMES, HASH).employee).toBeUndefined();
+    expect(
+      principalFromClaims(payload({ employee_permissions: 'junk' }), DEFAULT_CLAIM_NAMES, HASH).employee,
+    ).toBeUndefined();
   });
 
   it('reads scope and modules as space-separated text or as a list, and leaves them undefined when absent', () => {

@@ -41,17 +41,31 @@ const clusterEnv = Object.fromEntries(
 );
 const clusterNodes = Object.keys(services).filter((name) => /^redis-node-\d+$/.test(name));
 /** Where the code reads its environment. */
-const codeReadingEnv = ['src/config/load.ts', 'src/sandbox/main.ts', 'bench/loadgen.ts'].map((f) => readFileSync(f, 'utf8')).join('\n');
+const codeReadingEnv = ['src/config/load.ts', 'src/sandbox/main.ts', 'bench/loadgen.ts']
+  .map((f) => readFileSync(f, 'utf8'))
+  .join('\n');
 
 describe('docker-compose.yml', () => {
   it('runs the whole topology, the load generator under the `load` profile, a Redis Cluster under `cluster`', () => {
     expect(Object.keys(services).sort()).toEqual(
-      ['lb', 'loadgen', 'proxy1', 'proxy2', 'proxy3', 'redis', 'redis-cluster-init', 'redis-control', 'sandbox', ...clusterNodes].sort(),
+      [
+        'lb',
+        'loadgen',
+        'proxy1',
+        'proxy2',
+        'proxy3',
+        'redis',
+        'redis-cluster-init',
+        'redis-control',
+        'sandbox',
+        ...clusterNodes,
+      ].sort(),
     );
     expect(clusterNodes).toHaveLength(6);
     expect(services.loadgen?.profiles).toEqual(['load']);
     for (const name of ['redis-cluster-init', ...clusterNodes]) expect(services[name]?.profiles).toEqual(['cluster']);
-    for (const name of ['redis', 'redis-control', 'sandbox', 'lb', ...proxies]) expect(services[name]?.profiles).toBeUndefined();
+    for (const name of ['redis', 'redis-control', 'sandbox', 'lb', ...proxies])
+      expect(services[name]?.profiles).toBeUndefined();
   });
 
   it('keeps the operator state in a Redis that persists every write and never evicts', () => {
@@ -60,7 +74,8 @@ describe('docker-compose.yml', () => {
     expect(command[command.indexOf('--appendfsync') + 1]).toBe('always');
     expect(command[command.indexOf('--maxmemory-policy') + 1]).toBe('noeviction');
     expect(services['redis-control']?.volumes?.[0]).toMatch(/^control-data:\/data$/);
-    for (const name of proxies) expect(services[name]?.environment?.CONTROL_REDIS_URL).toBe('redis://redis-control:6379');
+    for (const name of proxies)
+      expect(services[name]?.environment?.CONTROL_REDIS_URL).toBe('redis://redis-control:6379');
   });
 
   it('points the replicas at the cluster with its env file, and forms the cluster before they start', () => {
@@ -72,7 +87,10 @@ describe('docker-compose.yml', () => {
     expect(env.redisClusterNodes).toHaveLength(6);
     for (const name of proxies) {
       expect(services[name]?.environment?.REDIS_CLUSTER_NODES).toBe('${REDIS_CLUSTER_NODES:-}');
-      expect(services[name]?.depends_on?.['redis-cluster-init']).toEqual({ condition: 'service_completed_successfully', required: false });
+      expect(services[name]?.depends_on?.['redis-cluster-init']).toEqual({
+        condition: 'service_completed_successfully',
+        required: false,
+      });
     }
     for (const name of clusterNodes) {
       const command = services[name]?.command ?? [];
@@ -81,7 +99,8 @@ describe('docker-compose.yml', () => {
     }
     const init = (services['redis-cluster-init']?.command ?? []).join(' ');
     expect(init).toContain('--cluster-replicas 1');
-    for (const name of clusterNodes) expect(Object.keys(services['redis-cluster-init']?.depends_on ?? {})).toContain(name);
+    for (const name of clusterNodes)
+      expect(Object.keys(services['redis-cluster-init']?.depends_on ?? {})).toContain(name);
     expect(init).toContain('redis-node-$$n');
   });
 
@@ -90,7 +109,9 @@ describe('docker-compose.yml', () => {
       if (service.build !== undefined) expect(stages, name).toContain(service.build.target);
       const script = service.command?.[1];
       if (service.command?.[0] !== 'node' || script === undefined) continue;
-      const source = script.startsWith('dist-bench/') ? script.replace(/^dist-bench\//, '').replace(/\.js$/, '.ts') : script.replace(/^dist\//, 'src/').replace(/\.js$/, '.ts');
+      const source = script.startsWith('dist-bench/')
+        ? script.replace(/^dist-bench\//, '').replace(/\.js$/, '.ts')
+        : script.replace(/^dist\//, 'src/').replace(/\.js$/, '.ts');
       expect(existsSync(source), `${name}: ${source}`).toBe(true);
     }
     // Replicas run the image's own command (the proxy).

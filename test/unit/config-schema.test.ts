@@ -23,7 +23,8 @@ function ajvKey(errors: readonly ErrorObject[] | null | undefined): string {
   const error = errors?.[0];
   if (error === undefined) return '(valid)';
   const path = error.instancePath.split('/').filter((part) => part !== '');
-  if (error.keyword === 'additionalProperties') path.push(String((error.params as { additionalProperty: string }).additionalProperty));
+  if (error.keyword === 'additionalProperties')
+    path.push(String((error.params as { additionalProperty: string }).additionalProperty));
   return path.join('.');
 }
 
@@ -54,7 +55,9 @@ describe('config JSON Schema', () => {
 
   it('takes a partial file and an empty one: every key left out has its default', () => {
     expect(validate({})).toBe(true);
-    expect(validate({ upstream: { timeout: 2 }, cache: { resources: { receipts: { partition: 'employee' } } } })).toBe(true);
+    expect(validate({ upstream: { timeout: 2 }, cache: { resources: { receipts: { partition: 'employee' } } } })).toBe(
+      true,
+    );
     const properties = schema.properties as Record<string, { properties: Record<string, { default?: unknown }> }>;
     expect(properties.upstream?.properties.timeout?.default).toBe(10);
     expect(properties.cache?.properties.partition?.default).toBe('company');

@@ -3,7 +3,15 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEFAULT_CONFIG_FILE, ENV_VARIABLES, SHUTDOWN_MARGIN_SECONDS, loadEnv, parseConfigText, shutdownPlan } from '../../src/config/load.js';
+import {
+  ConfigError,
+  DEFAULT_CONFIG_FILE,
+  ENV_VARIABLES,
+  SHUTDOWN_MARGIN_SECONDS,
+  loadEnv,
+  parseConfigText,
+  shutdownPlan,
+} from '../../src/config/load.js';
 import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 
 function configErrorKey(run: () => unknown): string {
@@ -28,7 +36,10 @@ describe('config file', () => {
   });
 
   it('merges an operator file over the defaults key by key', () => {
-    const config = parseConfigText('cache:\n  resources:\n    receipts: { ttl: 5, partition: employee }\nupstream:\n  timeout: 2\n', 'ops.yaml');
+    const config = parseConfigText(
+      'cache:\n  resources:\n    receipts: { ttl: 5, partition: employee }\nupstream:\n  timeout: 2\n',
+      'ops.yaml',
+    );
     expect(config.cache.resources.receipts).toEqual({ ttl: 5, partition: 'employee' });
     expect(config.cache.resources.warehouses).toEqual({ ttl: 300 });
     expect(config.upstream.timeout).toBe(2);
@@ -59,7 +70,13 @@ describe('config file', () => {
 describe('environment', () => {
   it('has the documented defaults', () => {
     const env = loadEnv({});
-    expect(env).toMatchObject({ port: 8080, host: '0.0.0.0', adminPort: 9090, configFile: DEFAULT_CONFIG_FILE, logLevel: 'info' });
+    expect(env).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      adminPort: 9090,
+      configFile: DEFAULT_CONFIG_FILE,
+      logLevel: 'info',
+    });
     // The package's own file, found from the code's location rather than the working directory.
     expect(DEFAULT_CONFIG_FILE).toBe(resolve('config/default.yaml'));
     expect(env.upstreamUrl).toBeUndefined();
@@ -80,13 +97,27 @@ describe('environment', () => {
   });
 
   it('reads the drain bound and the delay before it, in whole seconds', () => {
-    expect(loadEnv({ DRAIN_SECONDS: '25', SHUTDOWN_DELAY_SECONDS: '5' })).toMatchObject({ drainSeconds: 25, shutdownDelaySeconds: 5 });
-    expect(loadEnv({ DRAIN_SECONDS: '0', SHUTDOWN_DELAY_SECONDS: '0' })).toMatchObject({ drainSeconds: 0, shutdownDelaySeconds: 0 });
+    expect(loadEnv({ DRAIN_SECONDS: '25', SHUTDOWN_DELAY_SECONDS: '5' })).toMatchObject({
+      drainSeconds: 25,
+      shutdownDelaySeconds: 5,
+    });
+    expect(loadEnv({ DRAIN_SECONDS: '0', SHUTDOWN_DELAY_SECONDS: '0' })).toMatchObject({
+      drainSeconds: 0,
+      shutdownDelaySeconds: 0,
+    });
   });
 
   it('plans a shutdown: the delay, then the drain, then a forced exit after a margin', () => {
-    expect(shutdownPlan({ shutdownDelaySeconds: 5, drainSeconds: 10 })).toEqual({ delayMs: 5_000, drainMs: 10_000, limitMs: (15 + SHUTDOWN_MARGIN_SECONDS) * 1000 });
-    expect(shutdownPlan(loadEnv({}))).toEqual({ delayMs: 0, drainMs: 10_000, limitMs: (10 + SHUTDOWN_MARGIN_SECONDS) * 1000 });
+    expect(shutdownPlan({ shutdownDelaySeconds: 5, drainSeconds: 10 })).toEqual({
+      delayMs: 5_000,
+      drainMs: 10_000,
+      limitMs: (15 + SHUTDOWN_MARGIN_SECONDS) * 1000,
+    });
+    expect(shutdownPlan(loadEnv({}))).toEqual({
+      delayMs: 0,
+      drainMs: 10_000,
+      limitMs: (10 + SHUTDOWN_MARGIN_SECONDS) * 1000,
+    });
   });
 
   it.each([
@@ -114,8 +145,14 @@ describe('environment', () => {
 
   it('reads each key source', () => {
     expect(loadEnv({ JWT_SECRET: 'x'.repeat(32) }).keySource).toEqual({ kind: 'secret', secret: 'x'.repeat(32) });
-    expect(loadEnv({ JWT_JWKS_URL: 'https://keys.test/jwks' }).keySource).toEqual({ kind: 'jwks', url: 'https://keys.test/jwks' });
-    expect(loadEnv({ JWT_PUBLIC_KEY: '-----BEGIN PUBLIC KEY-----' }).keySource).toEqual({ kind: 'public-key', key: '-----BEGIN PUBLIC KEY-----' });
+    expect(loadEnv({ JWT_JWKS_URL: 'https://keys.test/jwks' }).keySource).toEqual({
+      kind: 'jwks',
+      url: 'https://keys.test/jwks',
+    });
+    expect(loadEnv({ JWT_PUBLIC_KEY: '-----BEGIN PUBLIC KEY-----' }).keySource).toEqual({
+      kind: 'public-key',
+      key: '-----BEGIN PUBLIC KEY-----',
+    });
     expect(loadEnv({ JWT_ALGORITHMS: 'RS256, ES256' }).jwtAlgorithms).toEqual(['RS256', 'ES256']);
   });
 });

@@ -23,9 +23,12 @@ describe('parseAcceptEncoding', () => {
     expect(parseAcceptEncoding(header)).toEqual(weights);
   });
 
-  it.each(['br;q=2', 'br;q=0.1234', 'br;q=', 'br;level=1', 'b r', 'br;q=1.5'])('ignores the malformed member %j', (header) => {
-    expect(parseAcceptEncoding(`${header}, gzip;q=0.5`)).toEqual({ br: 0, gzip: 500, identity: 1000 });
-  });
+  it.each(['br;q=2', 'br;q=0.1234', 'br;q=', 'br;level=1', 'b r', 'br;q=1.5'])(
+    'ignores the malformed member %j',
+    (header) => {
+      expect(parseAcceptEncoding(`${header}, gzip;q=0.5`)).toEqual({ br: 0, gzip: 500, identity: 1000 });
+    },
+  );
 });
 
 describe('chooseCoding', () => {

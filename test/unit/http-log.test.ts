@@ -51,10 +51,12 @@ function capture(): Capture {
 
 let servers: Server[] = [];
 afterEach(async () => {
-  await Promise.all(servers.map(async (server) => {
-    server.close();
-    await once(server, 'close');
-  }));
+  await Promise.all(
+    servers.map(async (server) => {
+      server.close();
+      await once(server, 'close');
+    }),
+  );
   servers = [];
 });
 
@@ -86,11 +88,28 @@ describe('createHttpLog on the fallback plane', () => {
     const lines = log.lines();
     expect(lines).toHaveLength(1);
     const line = lines[0] ?? {};
-    expect(line).toMatchObject({ level: 30, msg: 'request', method: 'GET', path: '/nowhere/xxxxxxxxxx', status: 404, code: 'not_found' });
+    expect(line).toMatchObject({
+      level: 30,
+      msg: 'request',
+      method: 'GET',
+      path: '/nowhere/xxxxxxxxxx',
+      status: 404,
+      code: 'not_found',
+    });
     expect(line.req_id).toBe(res.headers['x-request-id']);
     expect(line.req_id).toBe((res.json() as { request_id: string }).request_id);
     expect(typeof line.ms).toBe('number');
-    expect(Object.keys(line).sort()).toEqual(['code', 'level', 'method', 'ms', 'msg', 'path', 'req_id', 'status', 'time']);
+    expect(Object.keys(line).sort()).toEqual([
+      'code',
+      'level',
+      'method',
+      'ms',
+      'msg',
+      'path',
+      'req_id',
+      'status',
+      'time',
+    ]);
     expect(log.text()).not.toContain(SECRET.split('.')[2]);
     expect(log.text()).not.toContain('access_token');
   });
@@ -145,7 +164,11 @@ describe('createHttpLog on the fallback plane', () => {
     await send(url, `/${'p'.repeat(1000)}`);
     await send(url, `/files/${SECRET}/raw`);
     await send(url, `/${'a/'.repeat(40)}end`);
-    expect(log.lines().map((line) => line.path)).toEqual(['/{redacted}', '/files/{redacted}/raw', `/${'a/'.repeat(12)}{redacted}`]);
+    expect(log.lines().map((line) => line.path)).toEqual([
+      '/{redacted}',
+      '/files/{redacted}/raw',
+      `/${'a/'.repeat(12)}{redacted}`,
+    ]);
     expect(log.text()).not.toContain(SECRET.split('.')[2]);
   });
 

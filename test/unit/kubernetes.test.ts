@@ -33,9 +33,12 @@ const SCHEMAS: Readonly<Record<string, (data: unknown) => void>> = {
   'v1/ConfigMap': (data) => new ConfigMap(data as ConstructorParameters<typeof ConfigMap>[0]).validate(),
   'v1/Service': (data) => new Service(data as ConstructorParameters<typeof Service>[0]).validate(),
   'apps/v1/Deployment': (data) => new Deployment(data as ConstructorParameters<typeof Deployment>[0]).validate(),
-  'policy/v1/PodDisruptionBudget': (data) => new PodDisruptionBudget(data as ConstructorParameters<typeof PodDisruptionBudget>[0]).validate(),
-  'autoscaling/v2/HorizontalPodAutoscaler': (data) => new HorizontalPodAutoscaler(data as ConstructorParameters<typeof HorizontalPodAutoscaler>[0]).validate(),
-  'networking.k8s.io/v1/NetworkPolicy': (data) => new NetworkPolicy(data as ConstructorParameters<typeof NetworkPolicy>[0]).validate(),
+  'policy/v1/PodDisruptionBudget': (data) =>
+    new PodDisruptionBudget(data as ConstructorParameters<typeof PodDisruptionBudget>[0]).validate(),
+  'autoscaling/v2/HorizontalPodAutoscaler': (data) =>
+    new HorizontalPodAutoscaler(data as ConstructorParameters<typeof HorizontalPodAutoscaler>[0]).validate(),
+  'networking.k8s.io/v1/NetworkPolicy': (data) =>
+    new NetworkPolicy(data as ConstructorParameters<typeof NetworkPolicy>[0]).validate(),
 };
 
 function validateManifest(manifest: Manifest): void {
@@ -51,7 +54,10 @@ interface Port {
 interface EnvVar {
   readonly name: string;
   readonly value?: string;
-  readonly valueFrom?: { readonly secretKeyRef?: { name: string; key: string }; readonly configMapKeyRef?: { name: string; key: string } };
+  readonly valueFrom?: {
+    readonly secretKeyRef?: { name: string; key: string };
+    readonly configMapKeyRef?: { name: string; key: string };
+  };
 }
 interface Probe {
   readonly httpGet?: { readonly path: string; readonly port: string | number };
@@ -86,7 +92,10 @@ class Rendered {
 
   one(kind: string): Manifest {
     const found = this.manifests.filter((m) => m.kind === kind);
-    expect(found.map((m) => m.metadata.name), kind).toHaveLength(1);
+    expect(
+      found.map((m) => m.metadata.name),
+      kind,
+    ).toHaveLength(1);
     return found[0] as Manifest;
   }
 
@@ -111,7 +120,8 @@ class Rendered {
   environment(): { readonly values: Record<string, string>; readonly secrets: Record<string, string> } {
     const values: Record<string, string> = {};
     const secrets: Record<string, string> = {};
-    for (const source of this.proxy.envFrom ?? []) Object.assign(values, this.configMap(source.configMapRef?.name ?? ''));
+    for (const source of this.proxy.envFrom ?? [])
+      Object.assign(values, this.configMap(source.configMapRef?.name ?? ''));
     for (const variable of this.proxy.env ?? []) {
       const secret = variable.valueFrom?.secretKeyRef;
       const mapped = variable.valueFrom?.configMapKeyRef;
@@ -125,7 +135,9 @@ class Rendered {
   /** The environment as the proxy reads it, each Secret standing in with a plausible value. */
   env(): EnvConfig {
     const { values, secrets } = this.environment();
-    const stand = Object.fromEntries(Object.keys(secrets).map((name) => [name, 'a-stand-in-for-a-secret-of-at-least-32-bytes']));
+    const stand = Object.fromEntries(
+      Object.keys(secrets).map((name) => [name, 'a-stand-in-for-a-secret-of-at-least-32-bytes']),
+    );
     return loadEnv({ ...values, ...stand });
   }
 
@@ -141,21 +153,29 @@ function byKindAndName(a: Manifest, b: Manifest): number {
   return `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`);
 }
 
-const KUSTOMIZATIONS = { base: 'deploy/kubernetes/base', 'redis-cluster': 'deploy/kubernetes/overlays/redis-cluster' } as const;
-const rendered = Object.fromEntries(Object.entries(KUSTOMIZATIONS).map(([name, directory]) => [name, new Rendered(renderKustomization(directory))])) as Record<
-  keyof typeof KUSTOMIZATIONS,
-  Rendered
->;
+const KUSTOMIZATIONS = {
+  base: 'deploy/kubernetes/base',
+  'redis-cluster': 'deploy/kubernetes/overlays/redis-cluster',
+} as const;
+const rendered = Object.fromEntries(
+  Object.entries(KUSTOMIZATIONS).map(([name, directory]) => [name, new Rendered(renderKustomization(directory))]),
+) as Record<keyof typeof KUSTOMIZATIONS, Rendered>;
 const each = Object.entries(rendered);
 
 describe('the test renderer and the judges', () => {
   it('renders as kustomize does (a fixture rendered by kustomize v5.5.0)', () => {
-    const expected = parseAllDocuments(readFileSync('test/fixtures/kustomize/expected.yaml', 'utf8')).map((d) => d.toJS() as Manifest);
-    expect(renderKustomization('test/fixtures/kustomize/overlay').sort(byKindAndName)).toEqual(expected.sort(byKindAndName));
+    const expected = parseAllDocuments(readFileSync('test/fixtures/kustomize/expected.yaml', 'utf8')).map(
+      (d) => d.toJS() as Manifest,
+    );
+    expect(renderKustomization('test/fixtures/kustomize/overlay').sort(byKindAndName)).toEqual(
+      expected.sort(byKindAndName),
+    );
   });
 
   it('finds a misspelt field at any depth, which the API schemas let through', () => {
-    const deployment = structuredClone(rendered.base.one('Deployment')) as Manifest & { spec: { template: PodTemplate } };
+    const deployment = structuredClone(rendered.base.one('Deployment')) as Manifest & {
+      spec: { template: PodTemplate };
+    };
     const [container] = deployment.spec.template.spec.containers;
     Object.assign(container ?? {}, { livenessProbes: container?.livenessProbe });
     expect(() => validateManifest(deployment)).not.toThrow();
@@ -172,15 +192,28 @@ describe('the test renderer and the judges', () => {
 describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
   it('are a ServiceAccount, three generated ConfigMaps, a Deployment, a Service, a PodDisruptionBudget, a HorizontalPodAutoscaler and a NetworkPolicy', () => {
     expect(k8s.manifests.map((m) => m.kind).sort()).toEqual(
-      ['ConfigMap', 'ConfigMap', 'ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'ServiceAccount'].sort(),
+      [
+        'ConfigMap',
+        'ConfigMap',
+        'ConfigMap',
+        'Deployment',
+        'HorizontalPodAutoscaler',
+        'NetworkPolicy',
+        'PodDisruptionBudget',
+        'Service',
+        'ServiceAccount',
+      ].sort(),
     );
   });
 
   it('each validate against the Kubernetes API schemas', () => {
-    for (const manifest of k8s.manifests) expect(() => validateManifest(manifest), `${manifest.kind} ${manifest.metadata.name}`).not.toThrow();
+    for (const manifest of k8s.manifests)
+      expect(() => validateManifest(manifest), `${manifest.kind} ${manifest.metadata.name}`).not.toThrow();
     // The judge judges: a port that is not a number is refused.
     const broken = structuredClone(k8s.one('Deployment')) as Manifest & { spec: { template: PodTemplate } };
-    (broken.spec.template.spec.containers[0]?.ports as Array<{ containerPort: unknown }>)[0] = { containerPort: 'eighty' };
+    (broken.spec.template.spec.containers[0]?.ports as Array<{ containerPort: unknown }>)[0] = {
+      containerPort: 'eighty',
+    };
     expect(() => validateManifest(broken)).toThrow(/containerPort/);
   });
 
@@ -190,7 +223,8 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
 
   it('set only variables the proxy reads, with values its loader accepts', () => {
     const { values, secrets } = k8s.environment();
-    for (const name of [...Object.keys(values), ...Object.keys(secrets)]) expect(ENV_VARIABLES as readonly string[], name).toContain(name);
+    for (const name of [...Object.keys(values), ...Object.keys(secrets)])
+      expect(ENV_VARIABLES as readonly string[], name).toContain(name);
     const env = k8s.env();
     expect(env.upstreamUrl).toBeDefined();
     expect(env.keySource?.kind).toBe('secret');
@@ -198,7 +232,10 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
   });
 
   it('take the signing secret and the admin token from a Secret, and carry no secret themselves', () => {
-    expect(k8s.environment().secrets).toEqual({ JWT_SECRET: 'slab-ops-proxy-secrets/jwt-secret', ADMIN_TOKEN: 'slab-ops-proxy-secrets/admin-token' });
+    expect(k8s.environment().secrets).toEqual({
+      JWT_SECRET: 'slab-ops-proxy-secrets/jwt-secret',
+      ADMIN_TOKEN: 'slab-ops-proxy-secrets/admin-token',
+    });
     expect(k8s.manifests.filter((m) => m.kind === 'Secret')).toEqual([]);
   });
 
@@ -210,7 +247,9 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
     expect(text).toBeDefined();
     const config = parseConfigText(text ?? '', configFile);
     // Each replica's share while Redis is down is a 1/replicas part: never more than the limit in all.
-    expect(config.rateLimit.replicas).toBe((k8s.one('HorizontalPodAutoscaler').spec as { maxReplicas: number }).maxReplicas);
+    expect(config.rateLimit.replicas).toBe(
+      (k8s.one('HorizontalPodAutoscaler').spec as { maxReplicas: number }).maxReplicas,
+    );
   });
 
   it('probe real paths of the admin port, which Prometheus scrapes', async () => {
@@ -240,13 +279,20 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
   });
 
   it('expose only the client port as a Service', () => {
-    const service = k8s.one('Service').spec as { selector: Record<string, string>; ports: ReadonlyArray<{ targetPort: string | number }> };
+    const service = k8s.one('Service').spec as {
+      selector: Record<string, string>;
+      ports: ReadonlyArray<{ targetPort: string | number }>;
+    };
     expect(service.ports.map((p) => k8s.containerPort(p.targetPort))).toEqual([k8s.env().port]);
     expect(k8s.template.metadata.labels).toMatchObject(service.selector);
   });
 
   it('let only the monitoring namespace’s Prometheus reach the admin port', () => {
-    const spec = k8s.one('NetworkPolicy').spec as { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: NetworkPolicyRule[] };
+    const spec = k8s.one('NetworkPolicy').spec as {
+      podSelector: { matchLabels: Record<string, string> };
+      policyTypes: string[];
+      ingress: NetworkPolicyRule[];
+    };
     expect(k8s.template.metadata.labels).toMatchObject(spec.podSelector.matchLabels);
     expect(spec.policyTypes).toContain('Ingress');
     const adminPort = k8s.env().adminPort;
@@ -257,10 +303,15 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
       if (!ports.includes(adminPort)) continue;
       expect(ports).toEqual([adminPort]);
       expect(rule.from).toEqual([
-        { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } }, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } },
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+          podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+        },
       ]);
     }
-    const clientRules = spec.ingress.filter((rule) => (rule.ports ?? []).some((p) => k8s.containerPort(p.port) === k8s.env().port));
+    const clientRules = spec.ingress.filter((rule) =>
+      (rule.ports ?? []).some((p) => k8s.containerPort(p.port) === k8s.env().port),
+    );
     expect(clientRules.map((rule) => rule.from)).toEqual([undefined]);
   });
 
@@ -268,7 +319,10 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
     const deployment = k8s.one('Deployment');
     const spec = deployment.spec as { replicas: number; selector: { matchLabels: Record<string, string> } };
     expect(k8s.template.metadata.labels).toMatchObject(spec.selector.matchLabels);
-    const pdb = k8s.one('PodDisruptionBudget').spec as { maxUnavailable: number; selector: { matchLabels: Record<string, string> } };
+    const pdb = k8s.one('PodDisruptionBudget').spec as {
+      maxUnavailable: number;
+      selector: { matchLabels: Record<string, string> };
+    };
     expect(k8s.template.metadata.labels).toMatchObject(pdb.selector.matchLabels);
     const hpa = k8s.one('HorizontalPodAutoscaler').spec as {
       scaleTargetRef: { kind: string; name: string };
@@ -281,7 +335,8 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
     expect(hpa.minReplicas).toBeLessThanOrEqual(spec.replicas);
     expect(pdb.maxUnavailable).toBeLessThan(hpa.minReplicas);
     // Utilisation is measured against requests: every resource scaled on is requested.
-    for (const metric of hpa.metrics) expect(k8s.proxy.resources?.requests?.[metric.resource?.name ?? '']).toBeDefined();
+    for (const metric of hpa.metrics)
+      expect(k8s.proxy.resources?.requests?.[metric.resource?.name ?? '']).toBeDefined();
   });
 });
 
@@ -297,7 +352,11 @@ describe('the Redis settings', () => {
     const withoutRedis = (k8s: Rendered): unknown =>
       k8s.manifests
         .filter((m) => !(m.kind === 'ConfigMap' && m.metadata.name.startsWith('slab-ops-proxy-redis-')))
-        .map((m) => (m.kind === 'Deployment' ? JSON.stringify(m).replace(/slab-ops-proxy-redis-[a-z0-9]+/g, 'redis') : JSON.stringify(m)));
+        .map((m) =>
+          m.kind === 'Deployment'
+            ? JSON.stringify(m).replace(/slab-ops-proxy-redis-[a-z0-9]+/g, 'redis')
+            : JSON.stringify(m),
+        );
     expect(withoutRedis(rendered['redis-cluster'])).toEqual(withoutRedis(rendered.base));
   });
 });
@@ -307,7 +366,12 @@ let admin: Server;
 let adminUrl: string;
 
 beforeAll(async () => {
-  admin = createServer(createAdminApp({ readiness: { phase: () => phase, components: () => ({}) }, metrics: { render: () => Promise.resolve('') } }));
+  admin = createServer(
+    createAdminApp({
+      readiness: { phase: () => phase, components: () => ({}) },
+      metrics: { render: () => Promise.resolve('') },
+    }),
+  );
   await new Promise<void>((resolve) => admin.listen(0, '127.0.0.1', resolve));
   adminUrl = `http://127.0.0.1:${String((admin.address() as AddressInfo).port)}`;
 });

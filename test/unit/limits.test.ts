@@ -18,7 +18,12 @@ describe('RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11)', () => {
       ],
       POLICY,
     );
-    expect(v).toMatchObject({ allowed: true, rateLimitHeader: '"credential";r=17;t=42', refusedBy: undefined, retryAfterSeconds: 0 });
+    expect(v).toMatchObject({
+      allowed: true,
+      rateLimitHeader: '"credential";r=17;t=42',
+      refusedBy: undefined,
+      retryAfterSeconds: 0,
+    });
     const tie = verdictOf(
       [
         { name: 'credential', points: 10, consumed: 5, msBeforeNext: 1_000 },
@@ -37,7 +42,12 @@ describe('RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11)', () => {
       ],
       POLICY,
     );
-    expect(one).toMatchObject({ allowed: false, refusedBy: 'credential', retryAfterSeconds: 5, rateLimitHeader: '"credential";r=0;t=5' });
+    expect(one).toMatchObject({
+      allowed: false,
+      refusedBy: 'credential',
+      retryAfterSeconds: 5,
+      rateLimitHeader: '"credential";r=0;t=5',
+    });
     const both = verdictOf(
       [
         { name: 'credential', points: 10, consumed: 11, msBeforeNext: 4_000 },

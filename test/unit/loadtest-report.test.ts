@@ -8,7 +8,19 @@ import type { SecondSample } from '../../bench/loadgen.js';
 import { type LoadtestReport, loadtestMarkdown, renderLoadtestHtml } from '../../bench/loadtest-report.js';
 
 function second(at: number, hitRatio: number | undefined): SecondSample {
-  return { at, requests: 1000 * at, requestsPerSecond: 1000 * at, p50Ms: 1.5, p90Ms: 4, p99Ms: 12 + at, maxMs: 40, errors: 0, statuses: { '200': 1000 * at }, hitRatio, upstreamRequests: 5 };
+  return {
+    at,
+    requests: 1000 * at,
+    requestsPerSecond: 1000 * at,
+    p50Ms: 1.5,
+    p90Ms: 4,
+    p99Ms: 12 + at,
+    maxMs: 40,
+    errors: 0,
+    statuses: { '200': 1000 * at },
+    hitRatio,
+    upstreamRequests: 5,
+  };
 }
 
 const HOSTILE = '<script>alert("x")</script> & "quoted"';
@@ -47,10 +59,13 @@ describe('the load test report', () => {
   const html = renderLoadtestHtml(report);
 
   it('draws each second as a point of each series, and a second without a hit ratio as a gap', () => {
-    const points = (series: string): string | undefined => new RegExp(`data-series="${series}" data-points="(\\d+)"`).exec(html)?.[1];
-    for (const series of ['p50', 'p90', 'p99', 'req/s', 'upstream calls', 'errors']) expect(points(series), series).toBe('3');
+    const points = (series: string): string | undefined =>
+      new RegExp(`data-series="${series}" data-points="(\\d+)"`).exec(html)?.[1];
+    for (const series of ['p50', 'p90', 'p99', 'req/s', 'upstream calls', 'errors'])
+      expect(points(series), series).toBe('3');
     expect(points('hit ratio')).toBe('2');
-    for (const chart of ['topology', 'latency', 'throughput', 'hit-ratio', 'upstream', 'statuses']) expect(html).toContain(`data-chart="${chart}"`);
+    for (const chart of ['topology', 'latency', 'throughput', 'hit-ratio', 'upstream', 'statuses'])
+      expect(html).toContain(`data-chart="${chart}"`);
     expect(html.match(/<rect class="bar"/g)).toHaveLength(2);
     expect(html.match(/<g class="node replica"/g)).toHaveLength(3);
   });

@@ -30,7 +30,9 @@ describe('loggedPath', () => {
 
   it('keeps 24 characters, and cuts a path after 12 segments', () => {
     expect(loggedPath('/abcdefghijklmnopqrstuvwx')).toBe('/abcdefghijklmnopqrstuvwx');
-    expect(loggedPath(`/${Array.from({ length: 20 }, () => 'a').join('/')}`)).toBe(`/${Array.from({ length: 12 }, () => 'a').join('/')}/{redacted}`);
+    expect(loggedPath(`/${Array.from({ length: 20 }, () => 'a').join('/')}`)).toBe(
+      `/${Array.from({ length: 12 }, () => 'a').join('/')}/{redacted}`,
+    );
   });
 
   it('replaces a word that holds a registered secret', () => {
@@ -49,6 +51,7 @@ describe('holdsSecret', () => {
   });
 
   it('leaves ordinary request ids alone', () => {
-    for (const id of ['3f2b8c1e-9a4d-4c6e-8f0a-1b2c3d4e5f60', '01HZX3K4M5N6P7Q8R9S0T1V2W3', 'req.42:a-b_c', 'eye']) expect(holdsSecret(id)).toBe(false);
+    for (const id of ['3f2b8c1e-9a4d-4c6e-8f0a-1b2c3d4e5f60', '01HZX3K4M5N6P7Q8R9S0T1V2W3', 'req.42:a-b_c', 'eye'])
+      expect(holdsSecret(id)).toBe(false);
   });
 });

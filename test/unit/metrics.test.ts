@@ -16,7 +16,13 @@ describe('metrics', () => {
     const durations = [0.00003, 0.0001, 0.0004, 0.002, 0.0025, 0.7, 3, 12, 0.05, 0.05];
     const metrics = createMetrics({ processMetrics: false });
     const registry = new Registry();
-    const reference = new Histogram({ name: 'slab_proxy_request_duration_seconds', help: 'x', labelNames: ['cache'], buckets: BUCKETS, registers: [registry] });
+    const reference = new Histogram({
+      name: 'slab_proxy_request_duration_seconds',
+      help: 'x',
+      labelNames: ['cache'],
+      buckets: BUCKETS,
+      registers: [registry],
+    });
     durations.forEach((seconds, i) => {
       const cache = i % 2 === 0 ? 'hit' : 'miss';
       metrics.request('receipts', 200, cache, seconds);
@@ -28,22 +34,39 @@ describe('metrics', () => {
     const oursText = parseExposition(await metrics.render());
     const theirsText = parseExposition(await registry.metrics());
     for (const cache of ['hit', 'miss']) {
-      expect(oursText.value('slab_proxy_request_duration_seconds_count', { cache })).toBe(theirsText.value('slab_proxy_request_duration_seconds_count', { cache }));
-      expect(oursText.value('slab_proxy_request_duration_seconds_sum', { cache })).toBeCloseTo(theirsText.value('slab_proxy_request_duration_seconds_sum', { cache }), 12);
+      expect(oursText.value('slab_proxy_request_duration_seconds_count', { cache })).toBe(
+        theirsText.value('slab_proxy_request_duration_seconds_count', { cache }),
+      );
+      expect(oursText.value('slab_proxy_request_duration_seconds_sum', { cache })).toBeCloseTo(
+        theirsText.value('slab_proxy_request_duration_seconds_sum', { cache }),
+        12,
+      );
     }
   });
 
   it('hands every request counted between scrapes to the counter, once', async () => {
     const metrics = createMetrics({ processMetrics: false });
     for (let i = 0; i < 5; i++) metrics.request('receipts', 200, 'hit', 0.00002);
-    expect(parseExposition(await metrics.render()).value('slab_proxy_requests_total', { resource: 'receipts', status: '200', cache: 'hit' })).toBe(5);
+    expect(
+      parseExposition(await metrics.render()).value('slab_proxy_requests_total', {
+        resource: 'receipts',
+        status: '200',
+        cache: 'hit',
+      }),
+    ).toBe(5);
     metrics.request('receipts', 200, 'hit', 0.00002);
     metrics.request('receipts', 401, undefined, 0.00002);
     const text = parseExposition(await metrics.render());
     expect(text.value('slab_proxy_requests_total', { resource: 'receipts', status: '200', cache: 'hit' })).toBe(6);
     expect(text.value('slab_proxy_requests_total', { resource: 'receipts', status: '401', cache: 'none' })).toBe(1);
     // A scrape with nothing new changes nothing.
-    expect(parseExposition(await metrics.render()).value('slab_proxy_requests_total', { resource: 'receipts', status: '200', cache: 'hit' })).toBe(6);
+    expect(
+      parseExposition(await metrics.render()).value('slab_proxy_requests_total', {
+        resource: 'receipts',
+        status: '200',
+        cache: 'hit',
+      }),
+    ).toBe(6);
   });
 
   it('keeps labels bounded: a client-chosen resource or an odd status never becomes a label value', async () => {
@@ -59,10 +82,26 @@ describe('metrics', () => {
     expect(text).not.toContain('company-42');
     expect(exposition.value('slab_proxy_requests_total', { resource: 'other', status: '404', cache: 'none' })).toBe(2);
     expect(exposition.value('slab_proxy_requests_total', { resource: 'other', status: '400', cache: 'none' })).toBe(1);
-    expect(exposition.value('slab_proxy_requests_total', { resource: 'receipts', status: 'other', cache: 'miss' })).toBe(1);
+    expect(
+      exposition.value('slab_proxy_requests_total', { resource: 'receipts', status: 'other', cache: 'miss' }),
+    ).toBe(1);
     expect(exposition.value('slab_proxy_upstream_requests_total', { resource: 'other', status: 'other' })).toBe(1);
-    const labelNames = new Set([...exposition.samples.keys()].flatMap((series) => [...series.matchAll(/([a-z_]+)="/g)].map((m) => m[1])));
-    expect([...labelNames].sort()).toEqual(['cache', 'component', 'le', 'node', 'policy', 'reason', 'resource', 'result', 'scope', 'status', 'version']);
+    const labelNames = new Set(
+      [...exposition.samples.keys()].flatMap((series) => [...series.matchAll(/([a-z_]+)="/g)].map((m) => m[1])),
+    );
+    expect([...labelNames].sort()).toEqual([
+      'cache',
+      'component',
+      'le',
+      'node',
+      'policy',
+      'reason',
+      'resource',
+      'result',
+      'scope',
+      'status',
+      'version',
+    ]);
   });
 
   it('reads the circuit and Redis state at scrape time, and starts every known counter at zero', async () => {
@@ -80,7 +119,9 @@ describe('metrics', () => {
     expect(text.value('slab_proxy_upstream_circuit_state')).toBe(2);
     expect(text.value('slab_proxy_redis_up')).toBe(0);
     // Without Redis there is no such gauge.
-    expect(parseExposition(await createMetrics({ processMetrics: false }).render()).series('slab_proxy_redis_up')).toEqual([]);
+    expect(
+      parseExposition(await createMetrics({ processMetrics: false }).render()).series('slab_proxy_redis_up'),
+    ).toEqual([]);
   });
 
   it("includes the process's own metrics under their standard names when asked, once per process", async () => {
@@ -89,14 +130,20 @@ describe('metrics', () => {
     expect(a.types.get('process_cpu_user_seconds_total')).toBe('counter');
     expect(b.types.get('nodejs_heap_size_used_bytes')).toBe('gauge');
     expect(a.types.get('nodejs_eventloop_lag_p99_seconds')).toBe('gauge');
-    expect([...a.types.keys()].filter((name) => name.startsWith('slab_proxy_process') || name.startsWith('slab_proxy_nodejs'))).toEqual([]);
+    expect(
+      [...a.types.keys()].filter(
+        (name) => name.startsWith('slab_proxy_process') || name.startsWith('slab_proxy_nodejs'),
+      ),
+    ).toEqual([]);
   });
 
   it('says which build runs: slab_proxy_build_info{version, node} is 1', async () => {
     const manifest = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
     const text = parseExposition(await createMetrics({ processMetrics: false }).render());
     expect(text.types.get('slab_proxy_build_info')).toBe('gauge');
-    expect(text.series('slab_proxy_build_info')).toEqual([{ labels: { version: manifest.version, node: process.version }, value: 1 }]);
+    expect(text.series('slab_proxy_build_info')).toEqual([
+      { labels: { version: manifest.version, node: process.version }, value: 1 },
+    ]);
   });
 
   it('reads the in-flight requests, the cache tiers and the state ages from their callbacks at each scrape', async () => {
@@ -129,7 +176,12 @@ describe('metrics', () => {
     expect(text.value('slab_proxy_redis_down_seconds')).toBe(12);
     // Nothing feeds them: no such gauges (an absent series, not a misleading 0).
     const bare = parseExposition(await createMetrics({ processMetrics: false }).render());
-    for (const name of ['slab_proxy_requests_in_flight', 'slab_proxy_cache_entries', 'slab_proxy_operator_state_age_seconds', 'slab_proxy_redis_down_seconds']) {
+    for (const name of [
+      'slab_proxy_requests_in_flight',
+      'slab_proxy_cache_entries',
+      'slab_proxy_operator_state_age_seconds',
+      'slab_proxy_redis_down_seconds',
+    ]) {
       expect(bare.types.has(name), name).toBe(false);
     }
   });

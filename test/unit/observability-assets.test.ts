@@ -10,12 +10,20 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { RULES_FILE, RULES_TEST_FILE, metricNames, observabilityExpressions, readDashboard, readRules } from '../helpers/promql.js';
+import {
+  RULES_FILE,
+  RULES_TEST_FILE,
+  metricNames,
+  observabilityExpressions,
+  readDashboard,
+  readRules,
+} from '../helpers/promql.js';
 
 /** promtool, from Debian's `prometheus` package (`.ci/run` installs it when missing). */
 function promtool(...args: string[]): { status: number | null; output: string } {
   const run = spawnSync('promtool', args, { encoding: 'utf8' });
-  if (run.error !== undefined) throw new Error(`promtool is not installed (Debian: apt-get install prometheus): ${run.error.message}`);
+  if (run.error !== undefined)
+    throw new Error(`promtool is not installed (Debian: apt-get install prometheus): ${run.error.message}`);
   return { status: run.status, output: `${run.stdout}${run.stderr}` };
 }
 
@@ -35,7 +43,16 @@ describe('alert rules', () => {
   it('alert on a hit-ratio drop, upstream errors, an open breaker, Redis down, stale operator state and 5xx answers, each tested', () => {
     const rules = readRules().groups.flatMap((group) => group.rules);
     const names = rules.map((rule) => rule.alert);
-    expect(names).toEqual(expect.arrayContaining(['SlabProxyHitRatioLow', 'SlabProxyUpstreamErrors', 'SlabProxyUpstreamBreakerOpen', 'SlabProxyRedisDown', 'SlabProxyOperatorStateStale', 'SlabProxyHigh5xxRate']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'SlabProxyHitRatioLow',
+        'SlabProxyUpstreamErrors',
+        'SlabProxyUpstreamBreakerOpen',
+        'SlabProxyRedisDown',
+        'SlabProxyOperatorStateStale',
+        'SlabProxyHigh5xxRate',
+      ]),
+    );
     expect(new Set(names).size).toBe(names.length);
     for (const rule of rules) {
       expect(['warning', 'critical'], rule.alert).toContain(rule.labels?.severity);
@@ -46,7 +63,11 @@ describe('alert rules', () => {
     const unitTests = parseYaml(readFileSync(RULES_TEST_FILE, 'utf8')) as {
       tests: ReadonlyArray<{ alert_rule_test: ReadonlyArray<{ alertname: string; exp_alerts: readonly unknown[] }> }>;
     };
-    const firing = new Set(unitTests.tests.flatMap((test) => test.alert_rule_test.filter((t) => t.exp_alerts.length > 0).map((t) => t.alertname)));
+    const firing = new Set(
+      unitTests.tests.flatMap((test) =>
+        test.alert_rule_test.filter((t) => t.exp_alerts.length > 0).map((t) => t.alertname),
+      ),
+    );
     expect([...firing].sort()).toEqual([...names].sort());
   });
 });
@@ -58,7 +79,10 @@ describe('Grafana dashboard', () => {
   it('is a dashboard with a stable uid and a Prometheus data source variable', () => {
     expect(dashboard.uid).toBe('slab-ops-proxy');
     expect(dashboard.schemaVersion).toBeGreaterThanOrEqual(36);
-    expect(dashboard.templating.list.find((v) => v.name === 'datasource')).toMatchObject({ type: 'datasource', query: 'prometheus' });
+    expect(dashboard.templating.list.find((v) => v.name === 'datasource')).toMatchObject({
+      type: 'datasource',
+      query: 'prometheus',
+    });
   });
 
   it('lays its panels on the 24-column grid without overlaps, each with a unique id', () => {
@@ -80,12 +104,15 @@ describe('Grafana dashboard', () => {
     for (const panel of panels) {
       expect(panel.datasource?.uid, panel.title).toBe('${datasource}');
       expect(panel.targets?.length ?? 0, panel.title).toBeGreaterThan(0);
-      for (const target of panel.targets ?? []) expect(target.datasource?.uid ?? panel.datasource?.uid, panel.title).toBe('${datasource}');
+      for (const target of panel.targets ?? [])
+        expect(target.datasource?.uid ?? panel.datasource?.uid, panel.title).toBe('${datasource}');
     }
   });
 
   it('shows what an operator looks at: traffic by status and cache result, latency, upstream, coalescing, 429s, Redis, the breaker, the event loop', () => {
-    const used = new Set(panels.flatMap((panel) => (panel.targets ?? []).flatMap((target) => metricNames(target.expr))));
+    const used = new Set(
+      panels.flatMap((panel) => (panel.targets ?? []).flatMap((target) => metricNames(target.expr))),
+    );
     for (const name of [
       'slab_proxy_requests_total',
       'slab_proxy_request_duration_seconds_bucket',
@@ -112,6 +139,8 @@ describe('PromQL', () => {
 
   it('the reader does read: a broken query fails, and names are the selected metrics', () => {
     expect(() => metricNames('sum(rate(slab_proxy_requests_total[5m])')).toThrow();
-    expect(metricNames('sum by (le) (rate(a_bucket{job=~"$job"}[$__rate_interval])) / on (job) b and c').sort()).toEqual(['a_bucket', 'b', 'c']);
+    expect(
+      metricNames('sum by (le) (rate(a_bucket{job=~"$job"}[$__rate_interval])) / on (job) b and c').sort(),
+    ).toEqual(['a_bucket', 'b', 'c']);
   });
 });

@@ -10,7 +10,14 @@ import { compileErrors, validate } from '@readme/openapi-parser';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isCursor, isPerPage, GRAMMAR_CHECKS } from '../../src/catalog/grammar.js';
-import { CODES_NOT_ON_READS, GRAMMAR_PATTERNS, OPENAPI_FILE, buildOpenApiDocument, positiveDecimalUpTo, renderOpenApi } from '../../src/docs/openapi.js';
+import {
+  CODES_NOT_ON_READS,
+  GRAMMAR_PATTERNS,
+  OPENAPI_FILE,
+  buildOpenApiDocument,
+  positiveDecimalUpTo,
+  renderOpenApi,
+} from '../../src/docs/openapi.js';
 import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
 import { ERROR_CODES, ERROR_REGISTRY } from '../../src/errors/registry.js';
 
@@ -30,7 +37,9 @@ interface Document {
   readonly paths: Readonly<Record<string, Readonly<Record<string, Operation>>>>;
   readonly components: {
     readonly parameters: Readonly<Record<string, Parameter>>;
-    readonly responses: Readonly<Record<string, { readonly content?: Readonly<Record<string, { readonly schema: unknown }>> }>>;
+    readonly responses: Readonly<
+      Record<string, { readonly content?: Readonly<Record<string, { readonly schema: unknown }>> }>
+    >;
   };
 }
 
@@ -46,7 +55,12 @@ function resolve(parameter: Parameter): Parameter {
 }
 
 function queryParameters(operation: Operation | undefined): Map<string, Parameter> {
-  return new Map((operation?.parameters ?? []).map(resolve).filter((p) => p.in === 'query').map((p) => [p.name ?? '', p]));
+  return new Map(
+    (operation?.parameters ?? [])
+      .map(resolve)
+      .filter((p) => p.in === 'query')
+      .map((p) => [p.name ?? '', p]),
+  );
 }
 
 /** Every `code` named by a problem schema under a response: `const` and `enum` members. */
@@ -54,7 +68,8 @@ function codesIn(value: unknown): string[] {
   if (Array.isArray(value)) return value.flatMap(codesIn);
   if (typeof value !== 'object' || value === null) return [];
   return Object.entries(value).flatMap(([key, member]) => {
-    if (key === 'code' && typeof member === 'object' && member !== null && 'const' in member) return [String(member.const)];
+    if (key === 'code' && typeof member === 'object' && member !== null && 'const' in member)
+      return [String(member.const)];
     return codesIn(member);
   });
 }
@@ -67,7 +82,9 @@ describe('OpenAPI description', () => {
     expect(result.warnings).toEqual([]);
     expect(result.specification).toBe('OpenAPI');
     // The judge does judge: the same document with a response that has no description fails.
-    const broken = JSON.parse(renderOpenApi()) as { paths: Record<string, { get: { responses: Record<string, object> } }> };
+    const broken = JSON.parse(renderOpenApi()) as {
+      paths: Record<string, { get: { responses: Record<string, object> } }>;
+    };
     const [first] = Object.values(broken.paths);
     if (first !== undefined) first.get.responses['200'] = {};
     expect((await validate(broken as unknown as Parameters<typeof validate>[0])).valid).toBe(false);
@@ -81,11 +98,14 @@ describe('OpenAPI description', () => {
     expect(new Set(ids).size).toBe(26);
   });
 
-  it("gives each list exactly its filters, per_page and after_id, and a record read no query parameter", () => {
+  it('gives each list exactly its filters, per_page and after_id, and a record read no query parameter', () => {
     for (const resource of RESOURCES) {
       const list = queryParameters(document.paths[`${API_PREFIX}/${resource.name}`]?.get);
-      expect([...list.keys()].sort(), resource.name).toEqual(['after_id', 'per_page', ...resource.filters.map((f) => f.name)].sort());
-      for (const filter of resource.filters) expect(list.get(filter.name)?.schema?.pattern, filter.name).toBe(GRAMMAR_PATTERNS[filter.grammar]);
+      expect([...list.keys()].sort(), resource.name).toEqual(
+        ['after_id', 'per_page', ...resource.filters.map((f) => f.name)].sort(),
+      );
+      for (const filter of resource.filters)
+        expect(list.get(filter.name)?.schema?.pattern, filter.name).toBe(GRAMMAR_PATTERNS[filter.grammar]);
       expect(queryParameters(document.paths[`${API_PREFIX}/${resource.name}/{id}`]?.get).size, resource.name).toBe(0);
     }
   });
@@ -95,10 +115,13 @@ describe('OpenAPI description', () => {
       const pattern = new RegExp(`^(?:${positiveDecimalUpTo(bound)})$`);
       const limit = BigInt(bound);
       fc.assert(
-        fc.property(fc.oneof(fc.bigInt({ min: 0n, max: limit * 2n + 10n }).map(String), fc.stringMatching(/^[0-9]{1,18}$/)), (text) => {
-          const canonical = /^[1-9][0-9]*$/.test(text);
-          expect(pattern.test(text)).toBe(canonical && BigInt(text) <= limit);
-        }),
+        fc.property(
+          fc.oneof(fc.bigInt({ min: 0n, max: limit * 2n + 10n }).map(String), fc.stringMatching(/^[0-9]{1,18}$/)),
+          (text) => {
+            const canonical = /^[1-9][0-9]*$/.test(text);
+            expect(pattern.test(text)).toBe(canonical && BigInt(text) <= limit);
+          },
+        ),
         { numRuns: 300 },
       );
       expect(pattern.test(bound)).toBe(true);
@@ -107,8 +130,28 @@ describe('OpenAPI description', () => {
   });
 
   it("accepts exactly what the proxy's grammar checks accept", () => {
-    const near = ['0', '00', '01', '1', '30', '99', '100', '101', '1000', '9007199254740991', '9007199254740992', '9007199254740990', '19007199254740991', '8999999999999999'];
-    const candidates = fc.oneof(fc.constantFrom(...near), fc.stringMatching(/^[0-9]{1,17}$/), fc.string({ unit: 'binary', maxLength: 140 }), fc.constantFrom('true', 'false', 'True', ''));
+    const near = [
+      '0',
+      '00',
+      '01',
+      '1',
+      '30',
+      '99',
+      '100',
+      '101',
+      '1000',
+      '9007199254740991',
+      '9007199254740992',
+      '9007199254740990',
+      '19007199254740991',
+      '8999999999999999',
+    ];
+    const candidates = fc.oneof(
+      fc.constantFrom(...near),
+      fc.stringMatching(/^[0-9]{1,17}$/),
+      fc.string({ unit: 'binary', maxLength: 140 }),
+      fc.constantFrom('true', 'false', 'True', ''),
+    );
     const checks: ReadonlyArray<readonly [string, (value: string) => boolean]> = [
       [GRAMMAR_PATTERNS.id, GRAMMAR_CHECKS.id],
       [GRAMMAR_PATTERNS.boolean, GRAMMAR_CHECKS.boolean],
@@ -136,9 +179,12 @@ describe('OpenAPI description', () => {
       const response = document.components.responses[`Error${String(status)}`];
       expect(codesIn(response), code).toContain(code);
       // And each read operation answers with that response.
-      for (const item of Object.values(document.paths)) expect(item.get?.responses[String(status)]?.$ref).toBe(`#/components/responses/Error${String(status)}`);
+      for (const item of Object.values(document.paths))
+        expect(item.get?.responses[String(status)]?.$ref).toBe(`#/components/responses/Error${String(status)}`);
     }
-    const documented = Object.entries(document.components.responses).flatMap(([name, response]) => codesIn(response).map((code) => [name, code] as const));
+    const documented = Object.entries(document.components.responses).flatMap(([name, response]) =>
+      codesIn(response).map((code) => [name, code] as const),
+    );
     for (const [name, code] of documented) {
       expect(onReads, name).toContain(code);
       expect(name).toBe(`Error${String(ERROR_REGISTRY[code as keyof typeof ERROR_REGISTRY].status)}`);

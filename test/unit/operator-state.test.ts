@@ -5,7 +5,15 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OperatorState, type StateEntry, decodeEntry, encodeEntry, fieldOf, parseField, wins } from '../../src/control/operator-state.js';
+import {
+  OperatorState,
+  type StateEntry,
+  decodeEntry,
+  encodeEntry,
+  fieldOf,
+  parseField,
+  wins,
+} from '../../src/control/operator-state.js';
 
 const NOW = 1_800_000_000_000;
 
@@ -82,7 +90,9 @@ describe('operator state', () => {
       v: fc.constantFrom<StateEntry['v']>(true, null),
       x: fc.constantFrom<number | null>(null, NOW + 1_000),
     });
-    const change = fc.tuple(field, entry).map(([f, e]): [string, StateEntry] => [f, f.startsWith('ttl:') && e.v === true ? { ...e, v: { ttl: e.t } } : e]);
+    const change = fc
+      .tuple(field, entry)
+      .map(([f, e]): [string, StateEntry] => [f, f.startsWith('ttl:') && e.v === true ? { ...e, v: { ttl: e.t } } : e]);
     fc.assert(
       fc.property(fc.array(change, { maxLength: 30 }), fc.integer(), (changes, seed) => {
         const inOrder = new OperatorState();
@@ -90,7 +100,8 @@ describe('operator state', () => {
         const shuffled = [...changes].sort((a, b) => ((a[1].t * 31 + seed) % 7) - ((b[1].t * 31 + seed) % 7));
         const other = new OperatorState();
         for (const [f, e] of [...shuffled, ...shuffled]) other.apply(f, e); // twice: merging is idempotent
-        const snapshot = (s: OperatorState): string[] => [...s.entries()].map(([f, e]) => `${f}=${encodeEntry(e)}`).sort();
+        const snapshot = (s: OperatorState): string[] =>
+          [...s.entries()].map(([f, e]) => `${f}=${encodeEntry(e)}`).sort();
         expect(snapshot(other)).toEqual(snapshot(inOrder));
         expect(other.revocations()).toEqual(inOrder.revocations());
         expect(other.blocks()).toEqual(inOrder.blocks());

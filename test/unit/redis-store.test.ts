@@ -41,7 +41,16 @@ describe('Redis store logic', () => {
     const generation = await store.ensureGeneration(address);
     expect(await mock.get('unit:{3:remnants}:gen')).toBe(generation);
     const body = Buffer.from('{"data":[],"meta":{}}');
-    await store.save(address, { status: 200, contentType: 'application/json', etag: strongEtag(body), body, storedAt: 1_000, freshUntil: 2_000, keepUntil: 61_000, generation: generation ?? '' });
+    await store.save(address, {
+      status: 200,
+      contentType: 'application/json',
+      etag: strongEtag(body),
+      body,
+      storedAt: 1_000,
+      freshUntil: 2_000,
+      keepUntil: 61_000,
+      generation: generation ?? '',
+    });
     expect(address.key).toBe('unit:{3:remnants}:co:list:per_page=30&status=available');
     const raw = await mock.getBuffer(address.key);
     expect(raw === null ? undefined : decodeEntry(raw)?.body.equals(body)).toBe(true);
@@ -62,7 +71,16 @@ describe('Redis store logic', () => {
   it('does not save an entry whose keepUntil has passed', async () => {
     const { mock, store, address } = await setup();
     const body = Buffer.from('{}');
-    await store.save(address, { status: 200, contentType: 'application/json', etag: '"x"', body, storedAt: 0, freshUntil: 500, keepUntil: 900, generation: 'g' });
+    await store.save(address, {
+      status: 200,
+      contentType: 'application/json',
+      etag: '"x"',
+      body,
+      storedAt: 0,
+      freshUntil: 500,
+      keepUntil: 900,
+      generation: 'g',
+    });
     expect(await mock.exists(address.key)).toBe(0);
   });
 });

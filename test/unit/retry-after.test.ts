@@ -29,7 +29,12 @@ describe('CircuitBreaker', () => {
   it('opens after N failures in a row, fails fast, lets one probe through, and closes on its success', () => {
     let now = 0;
     const states: string[] = [];
-    const breaker = new CircuitBreaker({ failures: 3, openForMs: 10_000, now: () => now, onChange: (s) => states.push(s) });
+    const breaker = new CircuitBreaker({
+      failures: 3,
+      openForMs: 10_000,
+      now: () => now,
+      onChange: (s) => states.push(s),
+    });
     breaker.failure();
     breaker.failure();
     breaker.success(); // the run is broken: the count starts again

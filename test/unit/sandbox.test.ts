@@ -4,7 +4,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/catalog/resources.js';
-import { LARGE_COMPANY, LARGE_RESOURCE, SANDBOX_COMPANIES, type SandboxRecord, generateDataset } from '../../src/sandbox/dataset.js';
+import {
+  LARGE_COMPANY,
+  LARGE_RESOURCE,
+  SANDBOX_COMPANIES,
+  type SandboxRecord,
+  generateDataset,
+} from '../../src/sandbox/dataset.js';
 
 const dataset = generateDataset();
 
@@ -61,20 +67,28 @@ describe('the sandbox dataset', () => {
     for (let i = 1; i < ids.length; i++) expect(ids[i] as number).toBeGreaterThan(ids[i - 1] as number);
   });
 
-  it.each(RESOURCES.map((r) => r.name))('%s records carry id, company_id, every filter field and timestamps', (name) => {
-    const resource = RESOURCES.find((r) => r.name === name);
-    for (const record of recordsOf(name)) {
-      expect(typeof record.id).toBe('number');
-      for (const filter of resource?.filters ?? []) expect(record[filter.name], `${name}.${filter.name}`).not.toBeUndefined();
-      expect(typeof record.created_at).toBe('string');
-      expect(typeof record.updated_at).toBe('string');
-    }
-  });
+  it.each(RESOURCES.map((r) => r.name))(
+    '%s records carry id, company_id, every filter field and timestamps',
+    (name) => {
+      const resource = RESOURCES.find((r) => r.name === name);
+      for (const record of recordsOf(name)) {
+        expect(typeof record.id).toBe('number');
+        for (const filter of resource?.filters ?? [])
+          expect(record[filter.name], `${name}.${filter.name}`).not.toBeUndefined();
+        expect(typeof record.created_at).toBe('string');
+        expect(typeof record.updated_at).toBe('string');
+      }
+    },
+  );
 
   it.each(RESOURCES.flatMap((r) => r.filters.map((f) => [r.name, f.name] as const)))(
     '%s.%s takes more than one value in company 1',
     (name, filter) => {
-      const values = new Set(recordsOf(name).filter((r) => r.company_id === 1).map((r) => String(r[filter])));
+      const values = new Set(
+        recordsOf(name)
+          .filter((r) => r.company_id === 1)
+          .map((r) => String(r[filter])),
+      );
       expect(values.size).toBeGreaterThan(1);
     },
   );

@@ -33,18 +33,22 @@ describe('startFacts', () => {
   });
 
   it('Redis without its password; TLS and the database named', () => {
-    expect(facts({ REDIS_URL: 'rediss://cache:s3cret-pass@redis.internal:6380/2' }).store).toBe('Redis at redis.internal:6380 (database 2, TLS)');
+    expect(facts({ REDIS_URL: 'rediss://cache:s3cret-pass@redis.internal:6380/2' }).store).toBe(
+      'Redis at redis.internal:6380 (database 2, TLS)',
+    );
     expect(facts({ REDIS_URL: 'redis://redis.internal' }).store).toBe('Redis at redis.internal:6379 (database 0)');
   });
 
   it('Redis Cluster by its seed nodes, which win over REDIS_URL as they do in the app', () => {
-    expect(facts({ REDIS_CLUSTER_NODES: 'a.internal:7000,b.internal:7001', REDIS_URL: 'redis://ignored:6379' }).store).toBe(
-      'Redis Cluster (seed nodes a.internal:7000, b.internal:7001)',
-    );
+    expect(
+      facts({ REDIS_CLUSTER_NODES: 'a.internal:7000,b.internal:7001', REDIS_URL: 'redis://ignored:6379' }).store,
+    ).toBe('Redis Cluster (seed nodes a.internal:7000, b.internal:7001)');
   });
 
   it('the store the app built, whatever the variables say', () => {
-    expect(facts({ REDIS_URL: 'redis://redis.internal' }, { storeKind: 'memory' }).store).toBe('in-process (one replica)');
+    expect(facts({ REDIS_URL: 'redis://redis.internal' }, { storeKind: 'memory' }).store).toBe(
+      'in-process (one replica)',
+    );
   });
 
   it('the upstream and the JWKS without userinfo or query; the key source by its variable', () => {
@@ -54,7 +58,11 @@ describe('startFacts', () => {
       JWT_ALGORITHMS: 'RS256,ES256',
       ADMIN_TOKEN: 'a-long-admin-token-of-some-sort',
     });
-    expect(production).toMatchObject({ upstream: 'https://ops.example/api', keys: 'JWKS at https://issuer.example/jwks.json (RS256, ES256)', operatorApi: true });
+    expect(production).toMatchObject({
+      upstream: 'https://ops.example/api',
+      keys: 'JWKS at https://issuer.example/jwks.json (RS256, ES256)',
+      operatorApi: true,
+    });
     expect(JSON.stringify(production)).not.toMatch(/pw|client_secret|a-long-admin-token/);
     expect(facts({ UPSTREAM_URL: 'https://ops.example', JWT_SECRET: 'x'.repeat(32) }).keys).toBe('JWT_SECRET (HMAC)');
     expect(facts({ UPSTREAM_URL: 'https://ops.example', JWT_PUBLIC_KEY: '{"kty":"OKP"}' }).keys).toBe('JWT_PUBLIC_KEY');

@@ -24,7 +24,10 @@ export async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
         ...(spec.overallRate !== undefined && { overallRate: spec.overallRate }),
         requests: spec.requests.map((r) => ({ method: 'GET' as const, path: r.path, headers: { ...r.headers } })),
       },
-      (error: unknown, done: autocannon.Result) => (error === null || error === undefined ? resolve(done) : reject(error instanceof Error ? error : new Error(String(error)))),
+      (error: unknown, done: autocannon.Result) =>
+        error === null || error === undefined
+          ? resolve(done)
+          : reject(error instanceof Error ? error : new Error(String(error))),
     );
     instance.on('response', (_client, statusCode, resBytes, responseTime) => {
       responses += 1;

@@ -23,19 +23,34 @@ export interface ClosedLoopGenerator {
 
 const WORKER = join(ROOT, 'dist-bench', 'bench', 'lib', 'load', 'worker.js');
 
-async function runWorker(mode: '--autocannon' | '--paced', spec: LoadSpec, workDir: string, label: string): Promise<LoadResult> {
+async function runWorker(
+  mode: '--autocannon' | '--paced',
+  spec: LoadSpec,
+  workDir: string,
+  label: string,
+): Promise<LoadResult> {
   const specFile = join(workDir, `load-${label.replace(/[^A-Za-z0-9_-]/g, '_')}.json`);
   writeFileSync(specFile, JSON.stringify(spec));
-  const worker = launch(`load (${label})`, process.execPath, [WORKER, mode, specFile], { env: { PATH: process.env.PATH ?? '' }, cpu: CLIENT_CPU, stdout: 'pipe' });
+  const worker = launch(`load (${label})`, process.execPath, [WORKER, mode, specFile], {
+    env: { PATH: process.env.PATH ?? '' },
+    cpu: CLIENT_CPU,
+    stdout: 'pipe',
+  });
   await worker.exited;
   const line = worker.output().trim().split('\n').pop() ?? '';
-  if (worker.child.exitCode !== 0 || !line.startsWith('{')) throw new Error(`load worker failed (${String(worker.child.exitCode)}): ${worker.errors().slice(-800)}`);
+  if (worker.child.exitCode !== 0 || !line.startsWith('{'))
+    throw new Error(`load worker failed (${String(worker.child.exitCode)}): ${worker.errors().slice(-800)}`);
   return parseLoadResult(line);
 }
 
 function autocannonVersion(): string {
   const manifest: unknown = createRequire(import.meta.url)('autocannon/package.json');
-  return typeof manifest === 'object' && manifest !== null && 'version' in manifest && typeof manifest.version === 'string' ? manifest.version : 'unknown';
+  return typeof manifest === 'object' &&
+    manifest !== null &&
+    'version' in manifest &&
+    typeof manifest.version === 'string'
+    ? manifest.version
+    : 'unknown';
 }
 
 /** wrk when on PATH (unless BENCH_GENERATOR=autocannon), else autocannon, saying why. */
@@ -43,12 +58,20 @@ export async function closedLoopGenerator(): Promise<ClosedLoopGenerator> {
   const wanted = envChoice('BENCH_GENERATOR', ['wrk', 'autocannon']);
   const wrk = commandPath('wrk');
   if (wanted === 'wrk' && wrk !== undefined) {
-    return { kind: 'wrk', label: `wrk ${await wrkVersion(wrk)}`, note: undefined, run: (spec, workDir, label) => runWrk(wrk, spec, workDir, label) };
+    return {
+      kind: 'wrk',
+      label: `wrk ${await wrkVersion(wrk)}`,
+      note: undefined,
+      run: (spec, workDir, label) => runWrk(wrk, spec, workDir, label),
+    };
   }
   return {
     kind: 'autocannon',
     label: `autocannon ${autocannonVersion()}`,
-    note: wanted === 'autocannon' ? 'BENCH_GENERATOR=autocannon' : 'wrk is not installed (Debian: apt-get install wrk): autocannon instead, which saturates its own core first and so flatters ratios to the bare server',
+    note:
+      wanted === 'autocannon'
+        ? 'BENCH_GENERATOR=autocannon'
+        : 'wrk is not installed (Debian: apt-get install wrk): autocannon instead, which saturates its own core first and so flatters ratios to the bare server',
     run: (spec, workDir, label) => runWorker('--autocannon', spec, workDir, label),
   };
 }

@@ -72,7 +72,8 @@ export function parseLoadResult(line: string): LoadResult {
     return typeof n === 'number' ? n : Number.NaN;
   };
   const generator = record.generator;
-  if (generator !== 'wrk' && generator !== 'autocannon' && generator !== 'paced') throw new Error(`load result: unknown generator: ${line.slice(0, 200)}`);
+  if (generator !== 'wrk' && generator !== 'autocannon' && generator !== 'paced')
+    throw new Error(`load result: unknown generator: ${line.slice(0, 200)}`);
   const statusCodes: Record<string, number> = {};
   if (typeof record.statusCodes === 'object' && record.statusCodes !== null) {
     for (const [status, n] of Object.entries(record.statusCodes)) if (typeof n === 'number') statusCodes[status] = n;

@@ -10,7 +10,8 @@ import { runPaced } from './paced.js';
 import type { LoadResult, LoadSpec } from './types.js';
 
 async function main(mode: string | undefined, specFile: string | undefined): Promise<void> {
-  if ((mode !== '--autocannon' && mode !== '--paced') || specFile === undefined) throw new Error('usage: worker.js --autocannon|--paced <spec.json>');
+  if ((mode !== '--autocannon' && mode !== '--paced') || specFile === undefined)
+    throw new Error('usage: worker.js --autocannon|--paced <spec.json>');
   const spec = JSON.parse(readFileSync(specFile, 'utf8')) as LoadSpec;
   const result: LoadResult = mode === '--autocannon' ? await runAutocannon(spec) : await runPaced(spec);
   process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -30,7 +30,9 @@ const RESULT_MARK = 'WRK_RESULT ';
 export function wrkScript(spec: LoadSpec): string {
   if (spec.requests.length === 0) throw new Error('wrk: no requests');
   const prepared = spec.requests.map((request) => {
-    const headers = Object.entries(request.headers).map(([name, value]) => `[${luaString(name)}] = ${luaString(value)}`);
+    const headers = Object.entries(request.headers).map(
+      ([name, value]) => `[${luaString(name)}] = ${luaString(value)}`,
+    );
     return `    wrk.format("GET", ${luaString(request.path)}, { ${headers.join(', ')} }),`;
   });
   const countStatuses = spec.expectStatus !== undefined;
@@ -52,7 +54,9 @@ export function wrkScript(spec: LoadSpec): string {
     '  if turn > #prepared then turn = 1 end',
     '  return prepared[turn]',
     'end',
-    ...(countStatuses ? ['response = function(status, headers, body)', '  counts[status] = (counts[status] or 0) + 1', 'end'] : []),
+    ...(countStatuses
+      ? ['response = function(status, headers, body)', '  counts[status] = (counts[status] or 0) + 1', 'end']
+      : []),
     'done = function(summary, latency, requests)',
     '  local statuses = {}',
     '  for _, thread in ipairs(threads) do',
@@ -153,10 +157,26 @@ export async function runWrk(wrkPath: string, spec: LoadSpec, workDir: string, l
   if (spec.overallRate !== undefined) throw new Error('wrk runs closed loop only: paced runs use the paced generator');
   const script = join(workDir, `wrk-${label.replace(/[^A-Za-z0-9_-]/g, '_')}.lua`);
   writeFileSync(script, wrkScript(spec));
-  const args = ['-t1', `-c${String(spec.connections)}`, `-d${String(spec.durationSec)}s`, '--timeout', '5s', '-s', script, spec.url];
-  const worker: Launched = launch(`wrk (${label})`, wrkPath, args, { env: { PATH: process.env.PATH ?? '' }, cpu: CLIENT_CPU, stdout: 'pipe' });
+  const args = [
+    '-t1',
+    `-c${String(spec.connections)}`,
+    `-d${String(spec.durationSec)}s`,
+    '--timeout',
+    '5s',
+    '-s',
+    script,
+    spec.url,
+  ];
+  const worker: Launched = launch(`wrk (${label})`, wrkPath, args, {
+    env: { PATH: process.env.PATH ?? '' },
+    cpu: CLIENT_CPU,
+    stdout: 'pipe',
+  });
   await worker.exited;
-  if (worker.child.exitCode !== 0) throw new Error(`wrk failed (${String(worker.child.exitCode)}): ${worker.errors().slice(-800)} ${worker.output().slice(-400)}`);
+  if (worker.child.exitCode !== 0)
+    throw new Error(
+      `wrk failed (${String(worker.child.exitCode)}): ${worker.errors().slice(-800)} ${worker.output().slice(-400)}`,
+    );
   return wrkResult(parseSummary(worker.output()), spec);
 }
 

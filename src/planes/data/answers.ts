@@ -23,7 +23,13 @@ function limitPolicyOf(policy: string): LimitPolicy {
 }
 
 /** The request's log line and metrics, once it is answered. */
-export function finish(ex: Exchange, recorders: AnswerRecorders, status: number, errorCode: string | undefined, outcome: ReadOutcome | undefined): void {
+export function finish(
+  ex: Exchange,
+  recorders: AnswerRecorders,
+  status: number,
+  errorCode: string | undefined,
+  outcome: ReadOutcome | undefined,
+): void {
   const durationMs = performance.now() - ex.startedAt;
   recorders.metrics?.request(ex.resource, status, outcome?.cacheResult, durationMs / 1000);
   recorders.log({
@@ -42,7 +48,9 @@ export function finish(ex: Exchange, recorders: AnswerRecorders, status: number,
 }
 
 function limitHeaders(ex: Exchange): Record<string, string> {
-  return ex.limits === undefined ? {} : { 'ratelimit-policy': ex.limits.policyHeader, ratelimit: ex.limits.rateLimitHeader };
+  return ex.limits === undefined
+    ? {}
+    : { 'ratelimit-policy': ex.limits.policyHeader, ratelimit: ex.limits.rateLimitHeader };
 }
 
 /** Answers with a problem (RFC 9457); always `true`: the request is answered. */
@@ -102,7 +110,8 @@ export function respond(ex: Exchange, recorders: AnswerRecorders, outcome: ReadO
     const coding = chooseCoding(ex.req.headers['accept-encoding'], outcome.brotli !== undefined);
     if (coding === undefined) return fail(ex, recorders, new NotAcceptableError());
     // br: the stored bytes as they are; gzip: made once per page and process (README "Content coding").
-    const coded = coding === 'br' ? outcome.brotli : coding === 'gzip' && etag !== undefined ? gzipBody(body, etag) : undefined;
+    const coded =
+      coding === 'br' ? outcome.brotli : coding === 'gzip' && etag !== undefined ? gzipBody(body, etag) : undefined;
     if (coded !== undefined) {
       body = coded.body;
       etag = coded.etag;

@@ -61,7 +61,12 @@ function loggedPathOf(route: Route, path: string): string {
 }
 
 /** A defect, not an input: every input has a defined answer. Still never hang or crash. */
-function defect(ex: Exchange, parts: DataPlaneParts, error: unknown, onDefect: ((error: unknown) => void) | undefined): void {
+function defect(
+  ex: Exchange,
+  parts: DataPlaneParts,
+  error: unknown,
+  onDefect: ((error: unknown) => void) | undefined,
+): void {
   onDefect?.(error);
   if (!ex.res.headersSent) fail(ex, parts, new InternalError());
   else ex.res.destroy();

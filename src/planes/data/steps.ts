@@ -65,7 +65,8 @@ export function answerOptions(ex: Exchange, parts: DataPlaneParts): StepResult {
 /** The query's pairs; a token in the query is refused before it could be used (RFC 6750 §2.3). */
 export function parseQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
   const query = parts.memo.parse(ex.target?.rawQuery ?? '');
-  if (query.hasAccessToken) return fail(ex, parts, new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.'));
+  if (query.hasAccessToken)
+    return fail(ex, parts, new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.'));
   ex.query = query;
   return false;
 }
@@ -95,7 +96,9 @@ export function applyInboundLimits(ex: Exchange, parts: DataPlaneParts): StepRes
   const principal = ex.identity?.principal;
   if (principal === undefined) throw new TypeError('the limits run after authentication');
   const verdict = parts.limiter.decide(principal);
-  return verdict instanceof Promise ? verdict.then((decided) => limited(ex, parts, decided)) : limited(ex, parts, verdict);
+  return verdict instanceof Promise
+    ? verdict.then((decided) => limited(ex, parts, decided))
+    : limited(ex, parts, verdict);
 }
 
 /** An unknown resource or a malformed record id: 404 without asking the origin. */
@@ -113,7 +116,8 @@ export function checkMethod(ex: Exchange, parts: DataPlaneParts): StepResult {
 export function authorise(ex: Exchange, parts: DataPlaneParts): StepResult {
   const route = ex.route;
   const principal = ex.identity?.principal;
-  if (principal === undefined || (route?.kind !== 'list' && route?.kind !== 'record')) throw new TypeError('authorisation runs on a resolved read');
+  if (principal === undefined || (route?.kind !== 'list' && route?.kind !== 'record'))
+    throw new TypeError('authorisation runs on a resolved read');
   const forbidden = authorize(principal, route.resource, parts.policy, parts.lists);
   return forbidden === undefined ? false : fail(ex, parts, forbidden);
 }
@@ -133,7 +137,8 @@ export function validateQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
 /** The cache: a page held in this process at once; else the store, or one fill from the origin. */
 export function readThroughCache(ex: Exchange, parts: DataPlaneParts): StepResult {
   const { read, identity } = ex;
-  if (read === undefined || identity === undefined) throw new TypeError('the read runs on a canonical read and a credential');
+  if (read === undefined || identity === undefined)
+    throw new TypeError('the read runs on a canonical read and a credential');
   const request = { read, principal: identity.principal, token: identity.token, requestId: ex.requestId };
   const hot = parts.reads.serveHot(request);
   if (hot !== undefined) {
@@ -175,7 +180,12 @@ export const REQUEST_FLOW: ReadonlyArray<readonly [name: string, step: Step]> = 
  * the first promise a step returns, resuming with the next step (the pattern of fastify's hook
  * runner). Returns a promise only when a step did.
  */
-export function runSteps(ex: Exchange, parts: DataPlaneParts, steps: ReadonlyArray<readonly [string, Step]> = REQUEST_FLOW, from = 0): void | Promise<void> {
+export function runSteps(
+  ex: Exchange,
+  parts: DataPlaneParts,
+  steps: ReadonlyArray<readonly [string, Step]> = REQUEST_FLOW,
+  from = 0,
+): void | Promise<void> {
   for (let i = from; i < steps.length; i++) {
     const step = steps[i];
     if (step === undefined) return;

@@ -31,7 +31,10 @@ const server = createServer((req: IncomingMessage, res: ServerResponse) => {
   // Every answer to a path has the same size, so the bytes on the wire are known.
   res.sendDate = false;
   const body = req.url === '/limited' ? REFUSED : BODY;
-  res.writeHead(req.url === '/limited' ? 429 : 200, { 'content-type': 'application/json', 'content-length': body.length });
+  res.writeHead(req.url === '/limited' ? 429 : 200, {
+    'content-type': 'application/json',
+    'content-length': body.length,
+  });
   res.end(body);
 });
 let url = '';
@@ -80,12 +83,15 @@ const REQUESTS: LoadRequest[] = [
 
 /** Every request was sent with its own headers, and nothing else was. */
 function expectSentAsSpecified(requests: readonly LoadRequest[]): void {
-  const expected = requests.map((r) => `${r.path} ${r.headers.authorization ?? '-'} ${r.headers['accept-encoding'] ?? '-'}`);
+  const expected = requests.map(
+    (r) => `${r.path} ${r.headers.authorization ?? '-'} ${r.headers['accept-encoding'] ?? '-'}`,
+  );
   expect([...seen.keys()].sort()).toEqual([...new Set(expected)].sort());
 }
 
 function expectSaneLatencies(result: LoadResult): void {
-  for (const value of [result.p50Ms, result.p90Ms, result.p99Ms, result.maxMs]) expect(Number.isFinite(value)).toBe(true);
+  for (const value of [result.p50Ms, result.p90Ms, result.p99Ms, result.maxMs])
+    expect(Number.isFinite(value)).toBe(true);
   expect(result.p50Ms).toBeLessThanOrEqual(result.p99Ms);
   expect(result.p99Ms).toBeLessThanOrEqual(result.maxMs);
 }
@@ -111,7 +117,8 @@ describe('the closed-loop generators', () => {
     expect(result.completed).toBe(ok);
     expect(result.unexpected).toBe(refused);
     expect(Math.abs(ok - 2 * refused)).toBeLessThanOrEqual(spec.connections + 1);
-    const expectedBytes = (ok * (await answerBytes('/pages/1')) + refused * (await answerBytes('/limited'))) / result.responses;
+    const expectedBytes =
+      (ok * (await answerBytes('/pages/1')) + refused * (await answerBytes('/limited'))) / result.responses;
     expect(Math.abs(result.bytesPerResponse - expectedBytes) / expectedBytes).toBeLessThan(0.01);
     expect(result.errors).toBe(0);
     expect(result.clientCpuPct).toBeGreaterThan(0);
@@ -122,7 +129,11 @@ describe('the closed-loop generators', () => {
     process.env.BENCH_GENERATOR = 'autocannon';
     const generator = await closedLoopGenerator();
     expect(generator.kind).toBe('autocannon');
-    const result = await generator.run({ url, connections: 2, durationSec: 1, requests: REQUESTS }, workDir, 'autocannon-test');
+    const result = await generator.run(
+      { url, connections: 2, durationSec: 1, requests: REQUESTS },
+      workDir,
+      'autocannon-test',
+    );
     expectSentAsSpecified(REQUESTS);
     expect(result.generator).toBe('autocannon');
     expect(result.completed).toBeGreaterThan(30);
@@ -137,7 +148,11 @@ describe('the closed-loop generators', () => {
 
 describe('the paced generator', () => {
   it('sends exactly rate × seconds requests, each with its own headers, open loop', async () => {
-    const result = await runPacedLoad({ url, connections: 4, durationSec: 1, overallRate: 150, requests: REQUESTS }, workDir, 'paced-test');
+    const result = await runPacedLoad(
+      { url, connections: 4, durationSec: 1, overallRate: 150, requests: REQUESTS },
+      workDir,
+      'paced-test',
+    );
     expectSentAsSpecified(REQUESTS);
     expect(result.generator).toBe('paced');
     expect(result.completed).toBe(150);
@@ -164,7 +179,12 @@ describe('the nginx proxy_cache anchor', () => {
 
     const generator = await closedLoopGenerator();
     const requests = Object.keys(pages).map((path) => ({ path, headers: { authorization: 'Bearer one' } }));
-    const round = await measureRound({ url: cache.url, pids: cache.workerPids }, { url: cache.url, connections: 2, durationSec: 1, requests }, (spec, label) => generator.run(spec, workDir, label), 'nginx-test');
+    const round = await measureRound(
+      { url: cache.url, pids: cache.workerPids },
+      { url: cache.url, connections: 2, durationSec: 1, requests },
+      (spec, label) => generator.run(spec, workDir, label),
+      'nginx-test',
+    );
     expect(round.load.responses).toBeGreaterThan(30);
     expect(round.load.unexpected).toBe(0);
     expect(await baselineServed(origin.url)).toBe(2);

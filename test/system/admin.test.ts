@@ -13,7 +13,14 @@ import { createProxyApp } from '../../src/app.js';
 import { DEV_KEYS, type ProxyHandle, configWith, startProxy, startSandbox } from '../helpers/env.js';
 import { type RawResponse, getWithToken, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { type Replica, type ReplicaEnv, replicaConfig, startReplica, startReplicas, until } from '../helpers/replicas.js';
+import {
+  type Replica,
+  type ReplicaEnv,
+  replicaConfig,
+  startReplica,
+  startReplicas,
+  until,
+} from '../helpers/replicas.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
 import { token } from '../helpers/tokens.js';
 
@@ -21,10 +28,19 @@ const ADMIN = 'an admin token for the tests';
 const P = API_PREFIX;
 
 /** `bearer: null` sends no Authorization header. */
-function admin(base: string | undefined, method: string, path: string, body?: unknown, bearer: string | null = ADMIN): Promise<RawResponse> {
+function admin(
+  base: string | undefined,
+  method: string,
+  path: string,
+  body?: unknown,
+  bearer: string | null = ADMIN,
+): Promise<RawResponse> {
   return send(base ?? '', path, {
     method,
-    headers: [...(bearer === null ? [] : [['Authorization', `Bearer ${bearer}`] as const]), ['Content-Type', 'application/json']],
+    headers: [
+      ...(bearer === null ? [] : [['Authorization', `Bearer ${bearer}`] as const]),
+      ['Content-Type', 'application/json'],
+    ],
     ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
   });
 }
@@ -57,7 +73,9 @@ describe('admin authentication and validation', () => {
 
   it('shows the effective settings, overrides marked', async () => {
     await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/receipts', { ttl: 7 });
-    const config = (await admin(proxy.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number; override?: unknown }> } };
+    const config = (await admin(proxy.adminUrl, 'GET', '/admin/config')).json() as {
+      cache: { effective: Record<string, { ttl: number; override?: unknown }> };
+    };
     expect(config.cache.effective.receipts).toMatchObject({ ttl: 7, override: { ttl: 7 } });
     expect(config.cache.effective.warehouses?.override).toBeUndefined();
     expect((await admin(proxy.adminUrl, 'DELETE', '/admin/cache/ttl/receipts')).status).toBe(204);
@@ -75,11 +93,14 @@ describe('admin authentication and validation', () => {
     ['no company', 'POST', '/admin/cache/purge', { resource: 'receipts' }, '#/company_id'],
     ['an unknown purge field', 'POST', '/admin/cache/purge', { company_id: 1, everything: true }, '#/everything'],
     ['a member name with a slash', 'POST', '/admin/cache/purge', { company_id: 1, 'a/b': true }, '#/a~1b'],
-  ])('refuses %s with 400 invalid_body pointing at the member (RFC 9457 §3)', async (_label, method, path, body, pointer) => {
-    const res = await admin(proxy.adminUrl, method, path, body);
-    expect(res.status).toBe(400);
-    expect(res.json()).toMatchObject({ code: 'invalid_body', pointer });
-  });
+  ])(
+    'refuses %s with 400 invalid_body pointing at the member (RFC 9457 §3)',
+    async (_label, method, path, body, pointer) => {
+      const res = await admin(proxy.adminUrl, method, path, body);
+      expect(res.status).toBe(400);
+      expect(res.json()).toMatchObject({ code: 'invalid_body', pointer });
+    },
+  );
 
   it.each([
     ['text/plain', 'ttl=5'],
@@ -98,7 +119,9 @@ describe('admin authentication and validation', () => {
   });
 
   it('lists the TTL overrides in force', async () => {
-    expect((await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/stocktakes', { ttl: 4, notFoundTtl: 2 })).status).toBe(200);
+    expect((await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/stocktakes', { ttl: 4, notFoundTtl: 2 })).status).toBe(
+      200,
+    );
     const listed = await admin(proxy.adminUrl, 'GET', '/admin/cache/ttl');
     expect(listed.status).toBe(200);
     expect(listed.json()).toEqual({ overrides: { stocktakes: { ttl: 4, notFoundTtl: 2 } } });
@@ -108,7 +131,8 @@ describe('admin authentication and validation', () => {
 
   it('lists revocations and blocks a page at a time, and ends a revocation by DELETE', async () => {
     const exp = Math.floor(Date.now() / 1000) + 3_600;
-    for (const jti of ['list-a', 'list-b', 'list-c']) expect((await admin(proxy.adminUrl, 'POST', '/admin/revocations', { jti, exp })).status).toBe(201);
+    for (const jti of ['list-a', 'list-b', 'list-c'])
+      expect((await admin(proxy.adminUrl, 'POST', '/admin/revocations', { jti, exp })).status).toBe(201);
     expect((await admin(proxy.adminUrl, 'POST', '/admin/revocations', { sub: 'list-sub' })).status).toBe(201);
     const first = await admin(proxy.adminUrl, 'GET', '/admin/revocations?limit=2');
     expect(first.status).toBe(200);
@@ -118,14 +142,33 @@ describe('admin authentication and validation', () => {
       { kind: 'jti', id: 'list-b', exp },
     ]);
     expect(one.next).not.toBeNull();
-    const two = (await admin(proxy.adminUrl, 'GET', `/admin/revocations?limit=2&after=${one.next ?? ''}`)).json() as { items: unknown[]; next: string | null };
-    expect(two).toEqual({ items: [{ kind: 'jti', id: 'list-c', exp }, { kind: 'sub', id: 'list-sub' }], next: null });
+    const two = (await admin(proxy.adminUrl, 'GET', `/admin/revocations?limit=2&after=${one.next ?? ''}`)).json() as {
+      items: unknown[];
+      next: string | null;
+    };
+    expect(two).toEqual({
+      items: [
+        { kind: 'jti', id: 'list-c', exp },
+        { kind: 'sub', id: 'list-sub' },
+      ],
+      next: null,
+    });
     expect((await admin(proxy.adminUrl, 'DELETE', '/admin/revocations/jti/list-b')).status).toBe(204);
     expect((await admin(proxy.adminUrl, 'DELETE', '/admin/revocations/sub/list-sub')).status).toBe(204);
-    expect(((await admin(proxy.adminUrl, 'GET', '/admin/revocations')).json() as { items: Array<{ id: string }> }).items.map((r) => r.id)).toEqual(['list-a', 'list-c']);
+    expect(
+      ((await admin(proxy.adminUrl, 'GET', '/admin/revocations')).json() as { items: Array<{ id: string }> }).items.map(
+        (r) => r.id,
+      ),
+    ).toEqual(['list-a', 'list-c']);
     expect((await admin(proxy.adminUrl, 'DELETE', '/admin/revocations/token/x')).status).toBe(404);
-    expect((await admin(proxy.adminUrl, 'GET', '/admin/revocations?limit=0')).json()).toMatchObject({ code: 'invalid_parameter', parameter: 'limit' });
-    expect((await admin(proxy.adminUrl, 'GET', '/admin/revocations?after=%00')).json()).toMatchObject({ code: 'invalid_parameter', parameter: 'after' });
+    expect((await admin(proxy.adminUrl, 'GET', '/admin/revocations?limit=0')).json()).toMatchObject({
+      code: 'invalid_parameter',
+      parameter: 'limit',
+    });
+    expect((await admin(proxy.adminUrl, 'GET', '/admin/revocations?after=%00')).json()).toMatchObject({
+      code: 'invalid_parameter',
+      parameter: 'after',
+    });
 
     expect((await admin(proxy.adminUrl, 'PUT', '/admin/blocks/companies/44')).status).toBe(200);
     expect((await admin(proxy.adminUrl, 'PUT', '/admin/blocks/employees/44/7')).status).toBe(200);
@@ -143,7 +186,9 @@ describe('admin authentication and validation', () => {
 
   it('answers 404 for an unknown resource', async () => {
     expect((await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/widgets', { ttl: 5 })).status).toBe(404);
-    expect((await admin(proxy.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'widgets' })).status).toBe(404);
+    expect(
+      (await admin(proxy.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'widgets' })).status,
+    ).toBe(404);
   });
 
   it('without ADMIN_TOKEN only health and readiness exist', async () => {
@@ -177,7 +222,14 @@ describe('run-time settings on every replica (Redis)', () => {
   beforeAll(async () => {
     redis = await startRedis();
     sandbox = await startSandbox();
-    const replica = () => startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN, now: () => clock, config: { cache: { defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 } } } });
+    const replica = () =>
+      startProxy({
+        upstreamUrl: sandbox.url,
+        redisUrl: redis.url,
+        adminToken: ADMIN,
+        now: () => clock,
+        config: { cache: { defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 } } },
+      });
     one = await replica();
     two = await replica();
     bearer = await token();
@@ -196,21 +248,33 @@ describe('run-time settings on every replica (Redis)', () => {
     clock += 10_000;
     const started = Date.now();
     expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/warehouses', { ttl: 5 })).status).toBe(200);
-    await until(async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to apply the override', 1_000);
+    await until(
+      async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
+      'replica 2 to apply the override',
+      1_000,
+    );
     expect(Date.now() - started).toBeLessThan(1_000);
     // A replica that starts later reads the overrides at start.
     const late = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN });
     try {
-      const config = (await admin(late.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number }> } };
+      const config = (await admin(late.adminUrl, 'GET', '/admin/config')).json() as {
+        cache: { effective: Record<string, { ttl: number }> };
+      };
       expect(config.cache.effective.warehouses?.ttl).toBe(5);
     } finally {
       await late.close();
     }
     expect((await admin(one.adminUrl, 'DELETE', '/admin/cache/ttl/warehouses')).status).toBe(204);
-    await until(async () => {
-      const config = (await admin(two.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number }> } };
-      return config.cache.effective.warehouses?.ttl === 300;
-    }, 'replica 2 to drop the override', 1_000);
+    await until(
+      async () => {
+        const config = (await admin(two.adminUrl, 'GET', '/admin/config')).json() as {
+          cache: { effective: Record<string, { ttl: number }> };
+        };
+        return config.cache.effective.warehouses?.ttl === 300;
+      },
+      'replica 2 to drop the override',
+      1_000,
+    );
   });
 
   it('a revocation made on replica 1 refuses the token on replica 2 within a second, on a page it holds', async () => {
@@ -225,7 +289,11 @@ describe('run-time settings on every replica (Redis)', () => {
     expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'jti-revoke-me' })).status).toBe(201);
     expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { sub: 'revoke-sub' })).status).toBe(201);
     for (const t of [byJti, bySub]) {
-      await until(async () => (await getWithToken(two.url, target, t)).status === 401, 'replica 2 to refuse the revoked token', 1_000);
+      await until(
+        async () => (await getWithToken(two.url, target, t)).status === 401,
+        'replica 2 to refuse the revoked token',
+        1_000,
+      );
     }
     expect(Date.now() - started).toBeLessThan(1_000);
     expect((await getWithToken(two.url, target, bearer)).status).toBe(200); // others are untouched
@@ -240,7 +308,9 @@ describe('run-time settings on every replica (Redis)', () => {
 
   it('refuses a revocation of a token that has already expired (it would do nothing), and keeps the live one', async () => {
     const now = Math.floor(clock / 1000);
-    expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'live-jti', exp: now + 3_600 })).status).toBe(201);
+    expect(
+      (await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'live-jti', exp: now + 3_600 })).status,
+    ).toBe(201);
     const lapsed = await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'lapsed-jti', exp: now - 5 });
     expect(lapsed.status).toBe(400);
     expect(lapsed.json()).toMatchObject({ code: 'invalid_body', pointer: '#/exp' });
@@ -257,15 +327,37 @@ describe('run-time settings on every replica (Redis)', () => {
     await getWithToken(two.url, target, employee);
     expect((await admin(one.adminUrl, 'PUT', '/admin/blocks/companies/3')).status).toBe(200);
     expect((await admin(one.adminUrl, 'PUT', '/admin/blocks/employees/1/9')).status).toBe(200);
-    await until(async () => (await getWithToken(two.url, target, companyThree)).status === 403, 'the company block on replica 2', 1_000);
-    expect((await getWithToken(two.url, target, companyThree)).json()).toMatchObject({ code: 'forbidden', reason: 'company' });
-    await until(async () => (await getWithToken(two.url, target, employee)).status === 403, 'the employee block on replica 2', 1_000);
-    expect((await getWithToken(two.url, target, employee)).json()).toMatchObject({ code: 'forbidden', reason: 'employee' });
+    await until(
+      async () => (await getWithToken(two.url, target, companyThree)).status === 403,
+      'the company block on replica 2',
+      1_000,
+    );
+    expect((await getWithToken(two.url, target, companyThree)).json()).toMatchObject({
+      code: 'forbidden',
+      reason: 'company',
+    });
+    await until(
+      async () => (await getWithToken(two.url, target, employee)).status === 403,
+      'the employee block on replica 2',
+      1_000,
+    );
+    expect((await getWithToken(two.url, target, employee)).json()).toMatchObject({
+      code: 'forbidden',
+      reason: 'employee',
+    });
     expect((await getWithToken(two.url, target, bearer)).status).toBe(200);
     expect((await admin(one.adminUrl, 'DELETE', '/admin/blocks/companies/3')).status).toBe(204);
     expect((await admin(one.adminUrl, 'DELETE', '/admin/blocks/employees/1/9')).status).toBe(204);
-    await until(async () => (await getWithToken(two.url, target, companyThree)).status === 200, 'the company block to lift', 1_000);
-    await until(async () => (await getWithToken(two.url, target, employee)).status === 200, 'the employee block to lift', 1_000);
+    await until(
+      async () => (await getWithToken(two.url, target, companyThree)).status === 200,
+      'the company block to lift',
+      1_000,
+    );
+    await until(
+      async () => (await getWithToken(two.url, target, employee)).status === 200,
+      'the employee block to lift',
+      1_000,
+    );
   });
 
   it.each([
@@ -288,7 +380,11 @@ describe('run-time settings on every replica (Redis)', () => {
     expect(purged.status).toBe(200);
     expect(purged.json()).toMatchObject({ company_id: '1', resource: 'remnants', purged: true });
     const started = Date.now();
-    await until(async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to miss after the purge', 1_000);
+    await until(
+      async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
+      'replica 2 to miss after the purge',
+      1_000,
+    );
     expect(Date.now() - started).toBeLessThan(1_000);
     // Another company's pages were not purged.
     const other = await token({ company: 2 });
@@ -322,7 +418,9 @@ describe('with Redis down', () => {
       expect(answer.headers['retry-after']).toBe('1');
     };
     await unshared(admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/receipts', { ttl: 3 }));
-    const config = (await admin(proxy.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number }> } };
+    const config = (await admin(proxy.adminUrl, 'GET', '/admin/config')).json() as {
+      cache: { effective: Record<string, { ttl: number }> };
+    };
     expect(config.cache.effective.receipts?.ttl).toBe(3);
     await unshared(admin(proxy.adminUrl, 'DELETE', '/admin/cache/ttl/receipts'));
 
@@ -359,7 +457,12 @@ describe('two proxy processes sharing Redis', () => {
   });
 
   const reader = (claims: { company?: number; subject?: string; tokenId?: string } = {}): Promise<string> =>
-    mintDevToken({ company: claims.company ?? 1, secret, ...(claims.subject !== undefined && { subject: claims.subject }), ...(claims.tokenId !== undefined && { tokenId: claims.tokenId }) });
+    mintDevToken({
+      company: claims.company ?? 1,
+      secret,
+      ...(claims.subject !== undefined && { subject: claims.subject }),
+      ...(claims.tokenId !== undefined && { tokenId: claims.tokenId }),
+    });
 
   /** Replica 2 holds the page: fetched once, then a hit. */
   async function held(replica: Replica, target: string, bearer: string): Promise<void> {
@@ -381,17 +484,25 @@ describe('two proxy processes sharing Redis', () => {
     await held(two, target, bearer);
     expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/receipts', { ttl: 600 })).status).toBe(200);
     // Still a hit (the same cached page), now fresh for the new ttl.
-    await withinASecond(async () => /^slab-proxy; hit; ttl=59\d$/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to apply the override');
+    await withinASecond(
+      async () => /^slab-proxy; hit; ttl=59\d$/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
+      'replica 2 to apply the override',
+    );
     const late = await startReplica({ ...env, CONFIG_FILE: replicaConfig(config) });
     try {
-      const effective = (await admin(late.adminUrl, 'GET', '/admin/config')).json() as { cache: { effective: Record<string, { ttl: number; override?: unknown }> } };
+      const effective = (await admin(late.adminUrl, 'GET', '/admin/config')).json() as {
+        cache: { effective: Record<string, { ttl: number; override?: unknown }> };
+      };
       expect(effective.cache.effective.receipts).toMatchObject({ ttl: 600, override: { ttl: 600 } });
       expect(cacheStatus(await getWithToken(late.url, target, bearer))).toMatch(/^slab-proxy; hit; ttl=59\d$/);
     } finally {
       await late.process.stop('SIGKILL');
     }
     expect((await admin(one.adminUrl, 'DELETE', '/admin/cache/ttl/receipts')).status).toBe(204);
-    await withinASecond(async () => /^slab-proxy; hit; ttl=(2\d|30)$/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to drop the override');
+    await withinASecond(
+      async () => /^slab-proxy; hit; ttl=(2\d|30)$/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
+      'replica 2 to drop the override',
+    );
   });
 
   it('a purge made through replica 1 makes the next request on replica 2 a miss within a second, its in-process copy included', async () => {
@@ -399,8 +510,13 @@ describe('two proxy processes sharing Redis', () => {
     const bearer = await reader();
     const target = `${P}/remnants?per_page=12`;
     await held(two, target, bearer);
-    expect((await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'remnants' })).status).toBe(200);
-    await withinASecond(async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))), 'replica 2 to miss after the purge');
+    expect(
+      (await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'remnants' })).status,
+    ).toBe(200);
+    await withinASecond(
+      async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
+      'replica 2 to miss after the purge',
+    );
   });
 
   it('a revocation made through replica 1 refuses the token on replica 2 within a second, on a page it holds', async () => {
@@ -410,7 +526,10 @@ describe('two proxy processes sharing Redis', () => {
     const target = `${P}/stocktakes?per_page=13`;
     await held(two, target, revoked);
     expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'processes-jti' })).status).toBe(201);
-    await withinASecond(async () => (await getWithToken(two.url, target, revoked)).status === 401, 'replica 2 to refuse the revoked token');
+    await withinASecond(
+      async () => (await getWithToken(two.url, target, revoked)).status === 401,
+      'replica 2 to refuse the revoked token',
+    );
     expect((await getWithToken(two.url, target, revoked)).json()).toMatchObject({ code: 'unauthenticated' });
     expect((await getWithToken(two.url, target, other)).status).toBe(200);
   });
@@ -421,9 +540,18 @@ describe('two proxy processes sharing Redis', () => {
     const target = `${P}/fulfilments?per_page=14`;
     await held(two, target, blocked);
     expect((await admin(one.adminUrl, 'PUT', '/admin/blocks/companies/6')).status).toBe(200);
-    await withinASecond(async () => (await getWithToken(two.url, target, blocked)).status === 403, 'replica 2 to block the company');
-    expect((await getWithToken(two.url, target, blocked)).json()).toMatchObject({ code: 'forbidden', reason: 'company' });
+    await withinASecond(
+      async () => (await getWithToken(two.url, target, blocked)).status === 403,
+      'replica 2 to block the company',
+    );
+    expect((await getWithToken(two.url, target, blocked)).json()).toMatchObject({
+      code: 'forbidden',
+      reason: 'company',
+    });
     expect((await admin(one.adminUrl, 'DELETE', '/admin/blocks/companies/6')).status).toBe(204);
-    await withinASecond(async () => (await getWithToken(two.url, target, blocked)).status === 200, 'replica 2 to lift the block');
+    await withinASecond(
+      async () => (await getWithToken(two.url, target, blocked)).status === 200,
+      'replica 2 to lift the block',
+    );
   });
 });

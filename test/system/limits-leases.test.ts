@@ -16,7 +16,17 @@ const REPLICAS = 2;
 const BATCH = Math.floor(POINTS / (REPLICAS * 16));
 
 function principal(subject: string): Principal {
-  return { company: '1', credential: `sub:${subject}`, subject, tokenId: undefined, permissions: new Set(), employee: undefined, scope: undefined, modules: undefined, expiresAt: 0 };
+  return {
+    company: '1',
+    credential: `sub:${subject}`,
+    subject,
+    tokenId: undefined,
+    permissions: new Set(),
+    employee: undefined,
+    scope: undefined,
+    modules: undefined,
+    expiresAt: 0,
+  };
 }
 
 let redis: RedisServer;

@@ -46,7 +46,15 @@ describe('readiness', () => {
   it('answers 503 starting while the start waits for Redis, then 200 with Redis down: degraded still serves', async () => {
     // Nothing listens there: the start waits its bound (3 s) for Redis, then serves without it.
     const deadRedis = `redis://127.0.0.1:${String(await freePort())}`;
-    const child = runNode('dist/main.js', { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, REDIS_URL: deadRedis });
+    const child = runNode('dist/main.js', {
+      PORT: '0',
+      ADMIN_PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      UPSTREAM_URL: sandbox.url,
+      JWT_SECRET: secret,
+      REDIS_URL: deadRedis,
+    });
     try {
       const [, adminPort = ''] = await child.waitFor(/"adminPort":(\d+),"msg":"admin port listening; starting"/);
       const admin = `http://127.0.0.1:${adminPort}`;
@@ -58,7 +66,9 @@ describe('readiness', () => {
       const ready = await send(admin, '/readyz');
       expect(ready.status).toBe(200);
       expect(ready.json()).toMatchObject({ status: 'ready', redis: 'down', upstream: 'ok' });
-      expect((await getWithToken(`http://127.0.0.1:${port}`, `${API_PREFIX}/receipts?per_page=2`, reader)).status).toBe(200);
+      expect((await getWithToken(`http://127.0.0.1:${port}`, `${API_PREFIX}/receipts?per_page=2`, reader)).status).toBe(
+        200,
+      );
     } finally {
       child.child.kill('SIGTERM');
       expect(await child.exited).toBe(0);
@@ -68,20 +78,30 @@ describe('readiness', () => {
 
 describe('SIGTERM', () => {
   it('lets slow in-flight requests finish, answers /readyz 503 and refuses new connections meanwhile, then exits 0', async () => {
-    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: replicaConfig('{}\n') });
+    const replica = await startReplica({
+      UPSTREAM_URL: sandbox.url,
+      REDIS_URL: redis.url,
+      JWT_SECRET: secret,
+      CONFIG_FILE: replicaConfig('{}\n'),
+    });
     expect(await readyz(replica)).toMatchObject({ status: 200, body: { status: 'ready', redis: 'ok' } });
     sandbox.faults.set({ latencyMs: 1_200, resource: 'receipts' });
     const inFlightBefore = sandbox.stats().inFlight;
-    const slow = [31, 32, 33].map((n) => getWithToken(replica.url, `${API_PREFIX}/receipts?per_page=${String(n)}`, reader));
+    const slow = [31, 32, 33].map((n) =>
+      getWithToken(replica.url, `${API_PREFIX}/receipts?per_page=${String(n)}`, reader),
+    );
     await until(() => sandbox.stats().inFlight >= inFlightBefore + 3, 'the slow requests to reach the upstream');
 
     replica.process.child.kill('SIGTERM');
     await until(async () => (await readyz(replica)).status === 503, '/readyz to answer 503');
     expect((await readyz(replica)).body.status).toBe('draining');
     // The API port no longer accepts connections.
-    const refused = await send(replica.url, `${API_PREFIX}/receipts?per_page=2`, { headers: [['authorization', `Bearer ${reader}`]] }).then(
+    const refused = await send(replica.url, `${API_PREFIX}/receipts?per_page=2`, {
+      headers: [['authorization', `Bearer ${reader}`]],
+    }).then(
       () => 'answered',
-      (error: unknown) => (typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'error'),
+      (error: unknown) =>
+        typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'error',
     );
     expect(refused).toBe('ECONNREFUSED');
 
@@ -93,7 +113,13 @@ describe('SIGTERM', () => {
   });
 
   it('with SHUTDOWN_DELAY_SECONDS, answers /readyz 503 at once while the client port still serves new connections, then drains and exits 0', async () => {
-    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: replicaConfig('{}\n'), SHUTDOWN_DELAY_SECONDS: '3' });
+    const replica = await startReplica({
+      UPSTREAM_URL: sandbox.url,
+      REDIS_URL: redis.url,
+      JWT_SECRET: secret,
+      CONFIG_FILE: replicaConfig('{}\n'),
+      SHUTDOWN_DELAY_SECONDS: '3',
+    });
     replica.process.child.kill('SIGTERM');
     await replica.process.waitFor(/"msg":"readiness off; serving until the drain"/);
     expect(await readyz(replica)).toMatchObject({ status: 503, body: { status: 'draining' } });
@@ -108,9 +134,12 @@ describe('SIGTERM', () => {
     expect(answeredAt).toBeLessThan(log.indexOf('"msg":"draining"'));
 
     // Then the drain: the client port stops accepting, and the process exits 0.
-    const refused = await send(replica.url, `${API_PREFIX}/receipts?per_page=4`, { headers: [['authorization', `Bearer ${reader}`]] }).then(
+    const refused = await send(replica.url, `${API_PREFIX}/receipts?per_page=4`, {
+      headers: [['authorization', `Bearer ${reader}`]],
+    }).then(
       () => 'answered',
-      (error: unknown) => (typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'error'),
+      (error: unknown) =>
+        typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : 'error',
     );
     expect(refused).toBe('ECONNREFUSED');
     expect(await replica.process.exited).toBe(0);
@@ -128,7 +157,9 @@ describe('SIGTERM', () => {
     const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
     const inFlightBefore = sandbox.stats().inFlight;
     // A keep-alive request (HTTP/1.1's default): the client would keep the connection for more.
-    socket.write(`GET ${API_PREFIX}/remnants?per_page=5 HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer ${reader}\r\n\r\n`);
+    socket.write(
+      `GET ${API_PREFIX}/remnants?per_page=5 HTTP/1.1\r\nHost: proxy\r\nAuthorization: Bearer ${reader}\r\n\r\n`,
+    );
     await until(() => sandbox.stats().inFlight > inFlightBefore, 'the request to reach the upstream');
     // A drain bound far past this test's timeout: only closing the connection ends the drain.
     await proxy.app.close({ drainMs: 600_000 });
@@ -167,7 +198,12 @@ describe('draining in process', () => {
 describe('SIGHUP', () => {
   it('applies a changed config file, and keeps the running settings when the new file is bad', async () => {
     const file = replicaConfig('cache:\n  resources:\n    warehouses: { ttl: 30 }\n');
-    const replica = await startReplica({ UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, CONFIG_FILE: file });
+    const replica = await startReplica({
+      UPSTREAM_URL: sandbox.url,
+      REDIS_URL: redis.url,
+      JWT_SECRET: secret,
+      CONFIG_FILE: file,
+    });
     try {
       const target = `${API_PREFIX}/warehouses`;
       const first = await getWithToken(replica.url, target, reader);

@@ -8,7 +8,11 @@ import { describe, expect, it } from 'vitest';
 import { runNode } from '../helpers/process.js';
 import { replicaConfig } from '../helpers/replicas.js';
 
-async function run(script: string, env: Record<string, string>, args: readonly string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function run(
+  script: string,
+  env: Record<string, string>,
+  args: readonly string[] = [],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = runNode(script, env, args);
   const code = await child.exited;
   return { code, stdout: child.stdout(), stderr: child.stderr() };
@@ -20,9 +24,12 @@ describe('npm run config:check', () => {
     expect(scripts['config:check']).toMatch(/node dist\/cli\/config-check\.js$/);
   });
 
-  it.each(['config/default.yaml', 'config/loadtest.yaml', 'deploy/kubernetes/base/config.yaml'])('says ok for %s', async (file) => {
-    expect(await run('dist/cli/config-check.js', {}, [file])).toEqual({ code: 0, stdout: 'ok\n', stderr: '' });
-  });
+  it.each(['config/default.yaml', 'config/loadtest.yaml', 'deploy/kubernetes/base/config.yaml'])(
+    'says ok for %s',
+    async (file) => {
+      expect(await run('dist/cli/config-check.js', {}, [file])).toEqual({ code: 0, stdout: 'ok\n', stderr: '' });
+    },
+  );
 
   it('names the key and exits 2, with the line the start prints for the same file', async () => {
     const file = replicaConfig('cache:\n  defaults: { tll: 5 }\n');

@@ -34,7 +34,10 @@ async function loadtest(env: Record<string, string>): Promise<Run> {
   const run = runNode('dist-bench/bench/loadtest.js', { LOADTEST_REPORT_DIR: dir, ...env });
   const exitCode = await run.exited;
   expect(exitCode, run.stderr()).toBe(0);
-  const line = run.stdout().split('\n').find((l) => l.startsWith('LOADTEST_RESULT '));
+  const line = run
+    .stdout()
+    .split('\n')
+    .find((l) => l.startsWith('LOADTEST_RESULT '));
   expect(line, run.stdout()).toBeDefined();
   const result = JSON.parse(line?.slice('LOADTEST_RESULT '.length) ?? '{}') as Run['result'];
   expect(existsSync(result.report)).toBe(true);
@@ -45,7 +48,8 @@ async function loadtest(env: Record<string, string>): Promise<Run> {
 
 /** One run on one Redis, looked at by the first two tests (the suite stays a few seconds long). */
 let single: Promise<Run> | undefined;
-const singleRun = (): Promise<Run> => (single ??= loadtest({ LOADTEST_SECONDS: '2', LOADTEST_REPLICAS: '2', LOADTEST_CONNECTIONS: '8' }));
+const singleRun = (): Promise<Run> =>
+  (single ??= loadtest({ LOADTEST_SECONDS: '2', LOADTEST_REPLICAS: '2', LOADTEST_CONNECTIONS: '8' }));
 
 describe('npm run loadtest', () => {
   it('runs the topology on one Redis, prints a line per second and figures that add up, and writes the README lines and a report', async () => {
@@ -61,16 +65,28 @@ describe('npm run loadtest', () => {
     expect(result.redis).toBe('single');
 
     // A line per second, and the timeline behind the charts adds up to the totals.
-    const seconds = stdout.split('\n').filter((l) => /^ {2}t= +[\d.]+ s +[\d,]+ req\/s {2}p50 [\d.]+ ms {2}p99 [\d.]+ ms {2}errors \d+ {2}hit [\d.]+% {2}upstream \d+$/.test(l));
+    const seconds = stdout
+      .split('\n')
+      .filter((l) =>
+        /^ {2}t= +[\d.]+ s +[\d,]+ req\/s {2}p50 [\d.]+ ms {2}p99 [\d.]+ ms {2}errors \d+ {2}hit [\d.]+% {2}upstream \d+$/.test(
+          l,
+        ),
+      );
     expect(seconds.length).toBeGreaterThanOrEqual(2);
     expect(result.timeline).toHaveLength(seconds.length);
     expect(result.timeline.reduce((sum, s) => sum + s.requests, 0)).toBe(result.requests);
-    expect(result.timeline.reduce((sum, s) => sum + s.upstreamRequests, 0)).toBeLessThanOrEqual(result.upstreamRequests);
+    expect(result.timeline.reduce((sum, s) => sum + s.upstreamRequests, 0)).toBeLessThanOrEqual(
+      result.upstreamRequests,
+    );
 
-    expect(stdout).toMatch(/topology: redis redis-server \S+, one node \(REDIS_URL=redis:\/\/127\.0\.0\.1:\d+\), sandbox http:\/\/127\.0\.0\.1:\d+, 2 replicas/);
+    expect(stdout).toMatch(
+      /topology: redis redis-server \S+, one node \(REDIS_URL=redis:\/\/127\.0\.0\.1:\d+\), sandbox http:\/\/127\.0\.0\.1:\d+, 2 replicas/,
+    );
     expect(stdout).toMatch(/latency p50 \/ p90 \/ p99 \/ max/);
     // The README's lines: the stamp, then the table.
-    expect(stdout).toMatch(/^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, 2 replicas, one Redis, 2 s, 8 connections$/m);
+    expect(stdout).toMatch(
+      /^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, 2 replicas, one Redis, 2 s, 8 connections$/m,
+    );
     expect(stdout).toMatch(/^\| requests \| [\d,]+ \([\d,]+ req\/s\) \|$/m);
 
     expect(report.topology.redis.mode).toBe('single');
@@ -123,10 +139,19 @@ describe('npm run loadtest', () => {
       expect(box.width, id).toBeGreaterThan(300);
       expect(box.height, id).toBeGreaterThan(50);
     }
-    expect(seen.lines.map((l) => `${l.chart}/${l.series}`)).toEqual(['latency/p50', 'latency/p90', 'latency/p99', 'throughput/req/s', 'hit-ratio/hit ratio', 'upstream/upstream calls', 'upstream/errors']);
+    expect(seen.lines.map((l) => `${l.chart}/${l.series}`)).toEqual([
+      'latency/p50',
+      'latency/p90',
+      'latency/p99',
+      'throughput/req/s',
+      'hit-ratio/hit ratio',
+      'upstream/upstream calls',
+      'upstream/errors',
+    ]);
     for (const line of seen.lines) {
       // Every second of the run is a point, and the line spans them.
-      if (line.series !== 'hit ratio') expect(line.points, `${line.chart}/${line.series}`).toBe(String(result.timeline.length));
+      if (line.series !== 'hit ratio')
+        expect(line.points, `${line.chart}/${line.series}`).toBe(String(result.timeline.length));
       expect(line.width, `${line.chart}/${line.series}`).toBeGreaterThan(100);
     }
     expect(seen.bars).toBe(Object.keys(result.statusCodes).length);
@@ -138,9 +163,18 @@ describe('npm run loadtest', () => {
   });
 
   it('runs on a real Redis Cluster with LOADTEST_REDIS=cluster, and says so', async () => {
-    const { stdout, result, report } = await loadtest({ LOADTEST_REDIS: 'cluster', LOADTEST_SECONDS: '1', LOADTEST_REPLICAS: '1', LOADTEST_CONNECTIONS: '4' });
-    expect(stdout).toMatch(/topology: redis Redis Cluster of 6 redis-server \S+ nodes \(3 masters, 3 replicas\) \(REDIS_CLUSTER_NODES=(127\.0\.0\.1:\d+,){5}127\.0\.0\.1:\d+\)/);
-    expect(stdout).toMatch(/^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, 1 replica, Redis Cluster, 1 s, 4 connections$/m);
+    const { stdout, result, report } = await loadtest({
+      LOADTEST_REDIS: 'cluster',
+      LOADTEST_SECONDS: '1',
+      LOADTEST_REPLICAS: '1',
+      LOADTEST_CONNECTIONS: '4',
+    });
+    expect(stdout).toMatch(
+      /topology: redis Redis Cluster of 6 redis-server \S+ nodes \(3 masters, 3 replicas\) \(REDIS_CLUSTER_NODES=(127\.0\.0\.1:\d+,){5}127\.0\.0\.1:\d+\)/,
+    );
+    expect(stdout).toMatch(
+      /^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, 1 replica, Redis Cluster, 1 s, 4 connections$/m,
+    );
     expect(result.redis).toBe('cluster');
     expect(result.requests).toBeGreaterThan(0);
     expect(result.errors).toBe(0);

@@ -133,7 +133,9 @@ async function entryKeys(url: string, match: string): Promise<string[]> {
       const [next, batch] = await client.scan(cursor, 'MATCH', match, 'COUNT', 1000);
       cursor = next;
       // Entry keys only: not generations, leases, or the inbound limiter's counters (`slab:rl:…`).
-      keys.push(...batch.filter((key) => !key.endsWith(':gen') && !key.includes(':lease:') && !key.startsWith('slab:rl:')));
+      keys.push(
+        ...batch.filter((key) => !key.endsWith(':gen') && !key.includes(':lease:') && !key.startsWith('slab:rl:')),
+      );
     } while (cursor !== '0');
     return keys;
   } finally {
@@ -166,13 +168,18 @@ describe('Redis killed mid-traffic', () => {
       await redis.kill();
       // Keep reading until the L1 copies (1 s) are gone and reads reach the upstream.
       await until(
-        () => traffic.inPhase('down').length >= 200 && targets.every((t) => traffic.inPhase('down').some((s) => s.target === t && s.cacheStatus === UNSTORED_MISS)),
+        () =>
+          traffic.inPhase('down').length >= 200 &&
+          targets.every((t) => traffic.inPhase('down').some((s) => s.target === t && s.cacheStatus === UNSTORED_MISS)),
         'every page to be fetched from the upstream while Redis is down',
       );
       traffic.phase = 'restarted';
       await redis.restart();
       // Without restarting the proxy: its client reconnects and the next fills are stored again.
-      await until(() => traffic.inPhase('restarted').some((s) => s.cacheStatus === STORED), 'a fill to be stored after the restart');
+      await until(
+        () => traffic.inPhase('restarted').some((s) => s.cacheStatus === STORED),
+        'a fill to be stored after the restart',
+      );
     } finally {
       await traffic.stop();
     }
@@ -182,7 +189,10 @@ describe('Redis killed mid-traffic', () => {
     // While Redis is down: the L1's hits for a moment, then forwarded reads (one per key at a
     // time, the others collapsed onto it), none of them claiming to be stored.
     const down = traffic.inPhase('down');
-    for (const sample of down) expect(HIT.test(sample.cacheStatus) || sample.cacheStatus === UNSTORED_MISS || sample.cacheStatus === COLLAPSED).toBe(true);
+    for (const sample of down)
+      expect(
+        HIT.test(sample.cacheStatus) || sample.cacheStatus === UNSTORED_MISS || sample.cacheStatus === COLLAPSED,
+      ).toBe(true);
     expect(targets.reduce((sum, t) => sum + upstreamCount(sandbox, t), 0)).toBeGreaterThan(upstreamBefore);
 
     // The restarted Redis started empty: what it holds now, the proxy wrote after reconnecting.
@@ -212,11 +222,17 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
     redis = await startRedis();
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {
-        for (const text of chunk.toString('utf8').split('\n')) if (text.trim() !== '') lines.push(JSON.parse(text) as LogLine);
+        for (const text of chunk.toString('utf8').split('\n'))
+          if (text.trim() !== '') lines.push(JSON.parse(text) as LogLine);
         done();
       },
     });
-    proxy = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, config: CACHE_CONFIG, logger: pino({ level: 'info' }, destination) });
+    proxy = await startProxy({
+      upstreamUrl: sandbox.url,
+      redisUrl: redis.url,
+      config: CACHE_CONFIG,
+      logger: pino({ level: 'info' }, destination),
+    });
     await redisUsable(proxy);
   });
   afterAll(async () => {
@@ -243,7 +259,11 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
       try {
         // Until every page's L1 copy has run out and it was fetched from the upstream instead.
         await until(
-          () => traffic.inPhase('paused').length >= 200 && targets.every((t) => traffic.inPhase('paused').some((s) => s.target === t && s.cacheStatus === UNSTORED_MISS)),
+          () =>
+            traffic.inPhase('paused').length >= 200 &&
+            targets.every((t) =>
+              traffic.inPhase('paused').some((s) => s.target === t && s.cacheStatus === UNSTORED_MISS),
+            ),
           'every page to be fetched from the upstream while Redis hangs',
         );
       } finally {
@@ -252,7 +272,10 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
         resumedAt = Date.now();
       }
       // Hits again, from Redis: nothing refilled the L1 while Redis hung (the misses were not kept).
-      await until(() => targets.every((t) => traffic.inPhase('resumed').some((s) => s.target === t && HIT.test(s.cacheStatus))), 'hits after resume');
+      await until(
+        () => targets.every((t) => traffic.inPhase('resumed').some((s) => s.target === t && HIT.test(s.cacheStatus))),
+        'hits after resume',
+      );
     } finally {
       await traffic.stop();
     }
@@ -261,7 +284,10 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
     const paused = traffic.inPhase('paused');
     // The L1 kept serving its copies for their last moments, then the upstream answered.
     expect(paused.some((s) => HIT.test(s.cacheStatus))).toBe(true);
-    for (const sample of paused) expect(HIT.test(sample.cacheStatus) || sample.cacheStatus === UNSTORED_MISS || sample.cacheStatus === COLLAPSED).toBe(true);
+    for (const sample of paused)
+      expect(
+        HIT.test(sample.cacheStatus) || sample.cacheStatus === UNSTORED_MISS || sample.cacheStatus === COLLAPSED,
+      ).toBe(true);
 
     const whilePaused = requestLines(pausedAt, resumedAt);
     expect(whilePaused.length).toBeGreaterThanOrEqual(200);

@@ -50,7 +50,10 @@ function entry(generation: string, body: string, keepForMs = 60_000, at = Date.n
   };
 }
 
-const BIG_BODY = JSON.stringify({ data: Array.from({ length: 30 }, (_, i) => ({ id: i, status: 'available', warehouse_id: 7 })), meta: {} });
+const BIG_BODY = JSON.stringify({
+  data: Array.from({ length: 30 }, (_, i) => ({ id: i, status: 'available', warehouse_id: 7 })),
+  meta: {},
+});
 
 interface StoreUnderTest {
   readonly store: CacheStore;
@@ -113,7 +116,9 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       const mine = address('warehouses?per_page=6', '1');
       const otherCompany = address('warehouses?per_page=6', '2');
       const otherResource = address('remnants?per_page=6', '1');
-      const generations = await Promise.all([mine, otherCompany, otherResource].map((a) => subject.store.ensureGeneration(a)));
+      const generations = await Promise.all(
+        [mine, otherCompany, otherResource].map((a) => subject.store.ensureGeneration(a)),
+      );
       await subject.store.purge(mine.group);
       expect((await subject.store.lookup(otherCompany)).generation).toBe(generations[1]);
       expect((await subject.store.lookup(otherResource)).generation).toBe(generations[2]);

@@ -28,13 +28,23 @@ const ENTRY_POINTS = [
 ] as const;
 
 /** Runs a command to its end: exit code and output (execFile rejects on a non-zero exit). */
-async function runToEnd(args: readonly string[], options: { readonly env?: NodeJS.ProcessEnv; readonly cwd?: string } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+async function runToEnd(
+  args: readonly string[],
+  options: { readonly env?: NodeJS.ProcessEnv; readonly cwd?: string } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [...args], { env: options.env ?? { PATH: process.env.PATH ?? '' }, ...(options.cwd !== undefined && { cwd: options.cwd }) });
+    const { stdout, stderr } = await run(process.execPath, [...args], {
+      env: options.env ?? { PATH: process.env.PATH ?? '' },
+      ...(options.cwd !== undefined && { cwd: options.cwd }),
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code?: unknown; stdout?: unknown; stderr?: unknown };
-    return { code: typeof failed.code === 'number' ? failed.code : -1, stdout: String(failed.stdout), stderr: String(failed.stderr) };
+    return {
+      code: typeof failed.code === 'number' ? failed.code : -1,
+      stdout: String(failed.stdout),
+      stderr: String(failed.stderr),
+    };
   }
 }
 
@@ -57,14 +67,17 @@ describe('--help and --version on every command', () => {
     expect(result).toMatchObject({ code: 0, stdout: `${name} ${VERSION}\n` });
   });
 
-  it.each(ENTRY_POINTS)('%s refuses an unknown option or an argument with exit code 2 and the usage', async (script) => {
-    for (const args of [['--frobnicate'], ['serve']]) {
-      const result = await runToEnd([script, ...args]);
-      expect(result.code).toBe(2);
-      expect(result.stdout).toBe('');
-      expect(result.stderr).toContain('usage: ');
-    }
-  });
+  it.each(ENTRY_POINTS)(
+    '%s refuses an unknown option or an argument with exit code 2 and the usage',
+    async (script) => {
+      for (const args of [['--frobnicate'], ['serve']]) {
+        const result = await runToEnd([script, ...args]);
+        expect(result.code).toBe(2);
+        expect(result.stdout).toBe('');
+        expect(result.stderr).toContain('usage: ');
+      }
+    },
+  );
 
   it('the main help names every variable the start reads', async () => {
     const { stdout } = await runToEnd(['dist/main.js', '--help']);
@@ -96,7 +109,8 @@ describe('the start refuses to run half-configured', () => {
   it('UPSTREAM_URL without a key source names the variables to set', async () => {
     const proxy = runNode('dist/main.js', { ...QUIET_PORTS, UPSTREAM_URL: 'http://127.0.0.1:9' });
     expect(await proxy.exited).toBe(2);
-    for (const name of ['JWT_JWKS_URL', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE', 'JWT_SECRET']) expect(proxy.stderr()).toContain(name);
+    for (const name of ['JWT_JWKS_URL', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE', 'JWT_SECRET'])
+      expect(proxy.stderr()).toContain(name);
   });
 
   it('a config file with an unknown key names the key', async () => {
@@ -119,10 +133,14 @@ describe('npm run token', () => {
   it('mints a token the proxy accepts, with the claims asked for', async () => {
     const { stdout } = await run(process.execPath, [
       'dist/cli/token.js',
-      '--company', '1',
-      '--permissions', 'view_slab,view_slab_logistics',
-      '--employee', '7',
-      '--employee-permissions', 'view_slab',
+      '--company',
+      '1',
+      '--permissions',
+      'view_slab,view_slab_logistics',
+      '--employee',
+      '7',
+      '--employee-permissions',
+      'view_slab',
     ]);
     const minted = stdout.trim();
     const verifier = createTokenVerifier({ keys: { kind: 'secret', secret: DEV_SECRET }, cache: false });
@@ -145,8 +163,16 @@ describe('npm run token', () => {
     ['a company outside the text grammar', ['--company', 'acme corp'], '--company'],
     ['an employee id outside the grammar', ['--company', '1', '--employee', '0'], '--employee'],
     ['a misspelt permission', ['--company', '1', '--permissions', 'view_slab,view_slabb'], 'view_slabb'],
-    ['a misspelt employee permission', ['--company', '1', '--employee', '7', '--employee-permissions', 'view_slabb'], 'view_slabb'],
-    ['employee permissions without an employee', ['--company', '1', '--employee-permissions', 'view_slab'], '--employee'],
+    [
+      'a misspelt employee permission',
+      ['--company', '1', '--employee', '7', '--employee-permissions', 'view_slabb'],
+      'view_slabb',
+    ],
+    [
+      'employee permissions without an employee',
+      ['--company', '1', '--employee-permissions', 'view_slab'],
+      '--employee',
+    ],
     ['a ttl that is not whole seconds', ['--company', '1', '--ttl', '1e3'], '--ttl'],
     ['a claim the proxy would refuse (an empty sub)', ['--company', '1', '--sub', ''], 'sub'],
   ])('refuses %s: exit code 2, no token, the reason named', async (_case, args, named) => {
@@ -159,7 +185,14 @@ describe('npm run token', () => {
   it('mints a text company, and an unknown permission on purpose with --allow-unknown-permissions', async () => {
     const text = await runToEnd(['dist/cli/token.js', '--company', 'globex']);
     expect(decodeJwt(text.stdout.trim()).company_id).toBe('globex');
-    const extra = await runToEnd(['dist/cli/token.js', '--company', '1', '--permissions', 'view_slab,beta_feature', '--allow-unknown-permissions']);
+    const extra = await runToEnd([
+      'dist/cli/token.js',
+      '--company',
+      '1',
+      '--permissions',
+      'view_slab,beta_feature',
+      '--allow-unknown-permissions',
+    ]);
     expect(extra.code).toBe(0);
     expect(decodeJwt(extra.stdout.trim()).permissions).toEqual(['view_slab', 'beta_feature']);
     const all = await runToEnd(['dist/cli/token.js', '--company', '1']);
@@ -228,7 +261,8 @@ describe('a truthful start', () => {
         keys: 'JWT_SECRET (HMAC)',
       });
       expect(await readyz(String(line?.adminPort))).toMatchObject({ cache: 'redis' });
-      for (const secretText of ['upstream-password', secret, 'entry-points-admin-token']) expect(proxy.stdout()).not.toContain(secretText);
+      for (const secretText of ['upstream-password', secret, 'entry-points-admin-token'])
+        expect(proxy.stdout()).not.toContain(secretText);
     } finally {
       await proxy.stop('SIGKILL');
     }
@@ -247,15 +281,26 @@ describe('npm run sandbox behind a proxy in production mode (separate processes)
   it('serves reads through the proxy with the operator key', async () => {
     sandbox = runNode('dist/sandbox/main.js', { SANDBOX_PORT: '0', JWT_SECRET: secret });
     const [, sandboxUrl = ''] = await sandbox.waitFor(/listening on (http:\/\/\S+)/);
-    proxy = runNode('dist/main.js', { ...QUIET_PORTS, UPSTREAM_URL: sandboxUrl, JWT_SECRET: secret, LOG_LEVEL: 'info' });
+    proxy = runNode('dist/main.js', {
+      ...QUIET_PORTS,
+      UPSTREAM_URL: sandboxUrl,
+      JWT_SECRET: secret,
+      LOG_LEVEL: 'info',
+    });
     const [, port = ''] = await proxy.waitFor(/"port":(\d+)/);
-    const { stdout: minted } = await run(process.execPath, ['dist/cli/token.js', '--company', '2'], { env: { ...process.env, JWT_SECRET: secret } });
+    const { stdout: minted } = await run(process.execPath, ['dist/cli/token.js', '--company', '2'], {
+      env: { ...process.env, JWT_SECRET: secret },
+    });
     const res = await getWithToken(`http://127.0.0.1:${port}`, '/api/slab/v1/operations/warehouses', minted.trim());
     expect(res.status).toBe(200);
     const direct = await getWithToken(sandboxUrl, '/api/slab/v1/operations/warehouses', minted.trim());
     expect(res.body.equals(direct.body)).toBe(true);
     // A dev-secret token is not accepted by a proxy with the operator's key.
-    const { stdout: devToken } = await run(process.execPath, ['dist/cli/token.js', '--company', '2'], { env: { PATH: process.env.PATH ?? '' } });
-    expect((await getWithToken(`http://127.0.0.1:${port}`, '/api/slab/v1/operations/warehouses', devToken.trim())).status).toBe(401);
+    const { stdout: devToken } = await run(process.execPath, ['dist/cli/token.js', '--company', '2'], {
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    expect(
+      (await getWithToken(`http://127.0.0.1:${port}`, '/api/slab/v1/operations/warehouses', devToken.trim())).status,
+    ).toBe(401);
   });
 });

@@ -37,7 +37,13 @@ beforeAll(async () => {
   redis = await startRedis();
   sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
   const env = { UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret };
-  replicas.push(...(await startReplicas(2, env, `upstream:\n  maxConcurrent: ${MAX_CONCURRENT}\n  maxPerSecond: ${MAX_PER_SECOND}\n  maxQueueWait: 1\nrateLimit:\n  perCredential: { points: 100000, duration: 60 }\n  perCompany: { points: 100000, duration: 60 }\n  replicas: 2\n`)));
+  replicas.push(
+    ...(await startReplicas(
+      2,
+      env,
+      `upstream:\n  maxConcurrent: ${MAX_CONCURRENT}\n  maxPerSecond: ${MAX_PER_SECOND}\n  maxQueueWait: 1\nrateLimit:\n  perCredential: { points: 100000, duration: 60 }\n  perCompany: { points: 100000, duration: 60 }\n  replicas: 2\n`,
+    )),
+  );
 });
 
 afterAll(async () => {
@@ -52,7 +58,9 @@ describe('the upstream budget under a burst over two replicas', () => {
     const bearer = await mintDevToken({ company: 1, secret });
     sandbox.resetStats();
     sandbox.faults.set({ latencyMs: 40 });
-    const answers: RawResponse[] = await Promise.all(coldTargets(500).map((target, i) => getWithToken(i % 2 === 0 ? one.url : two.url, target, bearer)));
+    const answers: RawResponse[] = await Promise.all(
+      coldTargets(500).map((target, i) => getWithToken(i % 2 === 0 ? one.url : two.url, target, bearer)),
+    );
     sandbox.faults.clear();
     const stats = sandbox.stats();
     expect(stats.maxInFlight).toBeLessThanOrEqual(MAX_CONCURRENT);

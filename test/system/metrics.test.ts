@@ -50,7 +50,8 @@ async function scrape(): Promise<Exposition> {
   return parseExposition(res.text);
 }
 
-const requests = (m: Exposition, labels: Record<string, string>): number => m.value('slab_proxy_requests_total', labels);
+const requests = (m: Exposition, labels: Record<string, string>): number =>
+  m.value('slab_proxy_requests_total', labels);
 
 describe('/metrics', () => {
   it('is Prometheus text, served without the admin token, with the process metrics', async () => {
@@ -71,7 +72,8 @@ describe('/metrics', () => {
     expect((await getWithToken(proxy.url, target, reader)).status).toBe(200);
     expect((await getWithToken(proxy.url, target, reader)).status).toBe(200);
     const after = await scrape();
-    const moved = (name: string, labels: Record<string, string>): number => after.value(name, labels) - before.value(name, labels);
+    const moved = (name: string, labels: Record<string, string>): number =>
+      after.value(name, labels) - before.value(name, labels);
     expect(moved('slab_proxy_requests_total', { resource: 'receipts', status: '200', cache: 'miss' })).toBe(1);
     expect(moved('slab_proxy_requests_total', { resource: 'receipts', status: '200', cache: 'hit' })).toBe(1);
     expect(moved('slab_proxy_upstream_requests_total', { resource: 'receipts', status: '200' })).toBe(1);
@@ -81,7 +83,8 @@ describe('/metrics', () => {
     expect(moved('slab_proxy_store_lookups_total', { result: 'miss' })).toBe(1);
     // Buckets are cumulative and end at the count.
     const buckets = after.series('slab_proxy_request_duration_seconds_bucket').filter((s) => s.labels.cache === 'hit');
-    for (let i = 1; i < buckets.length; i++) expect(buckets[i]?.value ?? 0).toBeGreaterThanOrEqual(buckets[i - 1]?.value ?? 0);
+    for (let i = 1; i < buckets.length; i++)
+      expect(buckets[i]?.value ?? 0).toBeGreaterThanOrEqual(buckets[i - 1]?.value ?? 0);
     expect(buckets.at(-1)?.labels.le).toBe('+Inf');
     expect(buckets.at(-1)?.value).toBe(after.value('slab_proxy_request_duration_seconds_count', { cache: 'hit' }));
   });
@@ -93,9 +96,18 @@ describe('/metrics', () => {
     const answers = await Promise.all(Array.from({ length: 6 }, () => getWithToken(proxy.url, target, reader)));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
     const after = await scrape();
-    expect(after.value('slab_proxy_upstream_requests_total', { resource: 'remnants', status: '200' }) - before.value('slab_proxy_upstream_requests_total', { resource: 'remnants', status: '200' })).toBe(1);
-    expect(after.value('slab_proxy_coalesced_waits_total', { scope: 'process' }) - before.value('slab_proxy_coalesced_waits_total', { scope: 'process' })).toBe(5);
-    expect(requests(after, { resource: 'remnants', status: '200', cache: 'collapsed' }) - requests(before, { resource: 'remnants', status: '200', cache: 'collapsed' })).toBe(5);
+    expect(
+      after.value('slab_proxy_upstream_requests_total', { resource: 'remnants', status: '200' }) -
+        before.value('slab_proxy_upstream_requests_total', { resource: 'remnants', status: '200' }),
+    ).toBe(1);
+    expect(
+      after.value('slab_proxy_coalesced_waits_total', { scope: 'process' }) -
+        before.value('slab_proxy_coalesced_waits_total', { scope: 'process' }),
+    ).toBe(5);
+    expect(
+      requests(after, { resource: 'remnants', status: '200', cache: 'collapsed' }) -
+        requests(before, { resource: 'remnants', status: '200', cache: 'collapsed' }),
+    ).toBe(5);
   });
 
   it('counts 401s, 404s and upstream failures by status, and 429s by policy', async () => {
@@ -106,10 +118,12 @@ describe('/metrics', () => {
     expect((await getWithToken(proxy.url, `${API_PREFIX}/stocktakes?per_page=3`, reader)).status).toBe(502);
     const limited = await token({ company: 1, subject: 'metrics-limited' });
     const statuses: number[] = [];
-    for (let i = 0; i < 42; i++) statuses.push((await getWithToken(proxy.url, `${API_PREFIX}/receipts?per_page=7`, limited)).status);
+    for (let i = 0; i < 42; i++)
+      statuses.push((await getWithToken(proxy.url, `${API_PREFIX}/receipts?per_page=7`, limited)).status);
     expect(statuses.filter((s) => s === 429)).toHaveLength(2);
     const after = await scrape();
-    const moved = (name: string, labels: Record<string, string>): number => after.value(name, labels) - before.value(name, labels);
+    const moved = (name: string, labels: Record<string, string>): number =>
+      after.value(name, labels) - before.value(name, labels);
     expect(moved('slab_proxy_requests_total', { resource: 'receipts', status: '401', cache: 'none' })).toBe(1);
     // A client-chosen path is never a label value.
     expect(moved('slab_proxy_requests_total', { resource: 'other', status: '404', cache: 'none' })).toBe(1);
@@ -130,7 +144,8 @@ describe('/metrics', () => {
     expect(refused.status).toBe(429);
     expect(refused.json()).toMatchObject({ code: 'rate_limited', policy: 'upstream' });
     const after = await scrape();
-    const moved = (name: string, labels: Record<string, string>): number => after.value(name, labels) - before.value(name, labels);
+    const moved = (name: string, labels: Record<string, string>): number =>
+      after.value(name, labels) - before.value(name, labels);
     expect(moved('slab_proxy_upstream_requests_total', { resource: 'stocktakes', status: '429' })).toBe(1);
     expect(moved('slab_proxy_rate_limited_total', { policy: 'upstream' })).toBe(2);
     expect(moved('slab_proxy_upstream_refusals_total', { reason: 'paused' })).toBe(1);
@@ -146,11 +161,21 @@ describe('/metrics', () => {
     expect(down.value('slab_proxy_redis_up')).toBe(0);
     expect(before.value('slab_proxy_redis_down_seconds')).toBe(0);
     await until(async () => (await scrape()).value('slab_proxy_redis_down_seconds') > 0, 'the downtime to count');
-    expect(down.value('slab_proxy_store_lookups_total', { result: 'unavailable' })).toBeGreaterThan(before.value('slab_proxy_store_lookups_total', { result: 'unavailable' }));
+    expect(down.value('slab_proxy_store_lookups_total', { result: 'unavailable' })).toBeGreaterThan(
+      before.value('slab_proxy_store_lookups_total', { result: 'unavailable' }),
+    );
     // The client's reconnection attempts fail, each one counted.
-    await until(async () => (await scrape()).value('slab_proxy_redis_errors_total', { component: 'cache' }) > before.value('slab_proxy_redis_errors_total', { component: 'cache' }), 'a Redis error to be counted');
+    await until(
+      async () =>
+        (await scrape()).value('slab_proxy_redis_errors_total', { component: 'cache' }) >
+        before.value('slab_proxy_redis_errors_total', { component: 'cache' }),
+      'a Redis error to be counted',
+    );
     await redis.restart();
-    await until(async () => ((await send(proxy.adminUrl ?? '', '/readyz')).json() as { redis?: string }).redis === 'ok', 'Redis to be usable again');
+    await until(
+      async () => ((await send(proxy.adminUrl ?? '', '/readyz')).json() as { redis?: string }).redis === 'ok',
+      'Redis to be usable again',
+    );
     const up = await scrape();
     expect(up.value('slab_proxy_redis_up')).toBe(1);
     expect(up.value('slab_proxy_redis_down_seconds')).toBe(0);
@@ -162,13 +187,20 @@ describe('/metrics', () => {
     expect((await getWithToken(proxy.url, target, reader)).status).toBe(200);
     const after = await scrape();
     expect(after.series('slab_proxy_build_info')).toHaveLength(1);
-    expect(after.value('slab_proxy_cache_entries', { tier: 'l1' })).toBeGreaterThan(before.value('slab_proxy_cache_entries', { tier: 'l1' }));
-    expect(after.value('slab_proxy_cache_bytes', { tier: 'l1' })).toBeGreaterThan(before.value('slab_proxy_cache_bytes', { tier: 'l1' }));
+    expect(after.value('slab_proxy_cache_entries', { tier: 'l1' })).toBeGreaterThan(
+      before.value('slab_proxy_cache_entries', { tier: 'l1' }),
+    );
+    expect(after.value('slab_proxy_cache_bytes', { tier: 'l1' })).toBeGreaterThan(
+      before.value('slab_proxy_cache_bytes', { tier: 'l1' }),
+    );
 
     // A slow upstream answer: counted in flight while it waits, counted out once answered.
     sandbox.faults.set({ latencyMs: 1_000, resource: 'transfer-items', times: 1 });
     const slow = getWithToken(proxy.url, `${API_PREFIX}/transfer-items?per_page=6`, reader);
-    await until(async () => (await scrape()).value('slab_proxy_requests_in_flight') === 1, 'the slow request to be in flight');
+    await until(
+      async () => (await scrape()).value('slab_proxy_requests_in_flight') === 1,
+      'the slow request to be in flight',
+    );
     expect((await slow).status).toBe(200);
     expect((await scrape()).value('slab_proxy_requests_in_flight')).toBe(0);
   });
