@@ -1,5 +1,5 @@
 /**
- * The one place where the proxy is wired, in the order of the request flow (DESIGN §3):
+ * The one place where the proxy is wired, in the order of the request flow (docs/architecture.md#the-request-flow):
  * data plane (canonicalise → authenticate → authorise → validate) → read service (L1 → store →
  * coalesced fill) → upstream; then the Express fallback plane, and the admin plane on its own port.
  */
@@ -349,7 +349,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     policies,
     keyPrefix: config.cache.keyPrefix,
     fetch: guardOrigin(createUpstreamOrigin(upstream), {
-      // An upstream 401 for a token the proxy accepted revokes it in the proxy too (DESIGN §5).
+      // An upstream 401 for a token the proxy accepted revokes it in the proxy too (README, "Credentials and permissions").
       onUpstreamUnauthorized: ({ principal, token }) => {
         const revoked =
           principal.tokenId === undefined
@@ -416,7 +416,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const httpLog = createHttpLog(logger);
   const fallback = createFallbackApp(passthrough?.handler, httpLog);
   const serverLogs = { httpLog, requestLog };
-  /** Starting until both ports listen; draining from the first step of `close` (DESIGN §8). */
+  /** Starting until both ports listen; draining from the first step of `close` (README, "Operations"). */
   let phase: Phase = 'starting';
   /** Set by `close` before its delay: readiness fails while the client port still serves. */
   let leaving = false;

@@ -1,5 +1,5 @@
 /**
- * `npm start`. With nothing set it runs the embedded default (DESIGN §2): the bundled sandbox
+ * `npm start`. With nothing set it runs the embedded default (README, "Two commands on a fresh machine"): the bundled sandbox
  * upstream in-process on a loopback port, a development key, and a printed token and `curl` line.
  * With `UPSTREAM_URL` set it needs a real key source and says which variables to set.
  */

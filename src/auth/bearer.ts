@@ -1,6 +1,6 @@
 /**
  * Reads the bearer token from the request headers. Node keeps only the first of two
- * `Authorization` headers in `req.headers` (NOTES.md), so the distinct list is read instead: two
+ * `Authorization` headers in `req.headers` (docs/architecture.md#nodes-http-parser), so the distinct list is read instead: two
  * headers are a 400, since the proxy and the upstream could each read a different one.
  */
 export type BearerResult =

@@ -1,6 +1,6 @@
 /**
  * Claim validation. jose checks signatures and time claims but not claim types (`company_id: "1"`,
- * `permissions: "all"` both pass it, NOTES.md): every claim the proxy relies on is checked here, and
+ * `permissions: "all"` both pass it, docs/architecture.md#jose): every claim the proxy relies on is checked here, and
  * anything unexpected is a 401, never a guess.
  */
 import type { JWTPayload } from 'jose';
@@ -24,7 +24,7 @@ export const DEFAULT_CLAIM_NAMES: ClaimNames = {
   modules: 'modules',
 };
 
-/** DESIGN §5: a positive integer, or 1–64 characters of `[A-Za-z0-9_-]`. */
+/** README, "Credentials and permissions": a positive integer, or 1–64 characters of `[A-Za-z0-9_-]`. */
 const TENANT_TEXT = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** A company or employee id as text (the other spelling is a positive integer). */

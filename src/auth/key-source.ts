@@ -1,5 +1,5 @@
 /**
- * Where verification keys come from (DESIGN §5): a remote JWKS, one public key (PEM or JWK), or an
+ * Where verification keys come from (README, "Credentials and permissions"): a remote JWKS, one public key (PEM or JWK), or an
  * HMAC secret. Algorithms are pinned here, from the key type unless `JWT_ALGORITHMS` says otherwise,
  * and a combination that would allow algorithm confusion (`none`, HS* with a public key) stops the
  * start: the factory fails fast, naming the option (the jose pattern).
@@ -158,7 +158,7 @@ export function createVerificationKey(options: KeySourceOptions): VerificationKe
         ASYMMETRIC_ALGORITHMS,
       );
       // cacheMaxAge Infinity: jose's default (10 min) makes every verification fail once the set is
-      // old and the endpoint is down (NOTES.md). Freshness comes from the refresh timer instead, and
+      // old and the endpoint is down (docs/architecture.md#jose). Freshness comes from the refresh timer instead, and
       // a failed refresh keeps the set already known; rotation comes from the unknown-`kid` reload.
       const jwks = createRemoteJWKSet(url, {
         cacheMaxAge: Number.POSITIVE_INFINITY,

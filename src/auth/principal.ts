@@ -1,4 +1,4 @@
-/** The verified identity behind a request, built from validated claims (DESIGN §5). */
+/** The verified identity behind a request, built from validated claims (README, "Credentials and permissions"). */
 export interface Principal {
   /** The tenant, in its canonical text form: every cache key and limit is scoped by it. */
   readonly company: string;

@@ -1,5 +1,5 @@
 /**
- * Cache entries and their stored form (DESIGN §6, after Kong's versioned entries): status,
+ * Cache entries and their stored form (README, "The cache", after Kong's versioned entries): status,
  * content type, strong ETag, stored-at, fresh-until, keep-until ("fresh for" apart from "kept for"),
  * the purge generation it was filled under, and the body, brotli-compressed when that is smaller.
  * A corrupt, truncated or other-version entry decodes to `undefined`: a miss that the next fill

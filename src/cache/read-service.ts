@@ -1,6 +1,6 @@
 /**
  * The read service: what the data plane calls once a read is authenticated, authorised and
- * canonical (DESIGN §3, §6). It serves from the cache (L1, then the store), coalesces misses into
+ * canonical (docs/architecture.md#the-request-flow, §6). It serves from the cache (L1, then the store), coalesces misses into
  * one upstream request per key in the process and across replicas, serves stale while one
  * background refresh runs, and serves stale when the upstream fails or answers 429.
  *
@@ -135,7 +135,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
 
   /**
    * Freshness under the policy in force now, not the one at storing time: a run-time TTL override
-   * applies to pages already cached too (DESIGN §8). Never past what was stored for it, since the
+   * applies to pages already cached too (README, "Operations"). Never past what was stored for it, since the
    * store keeps an entry only until its keep-until.
    */
   function withPolicy(entry: CacheEntry, policy: EffectivePolicy): CacheEntry {
@@ -371,7 +371,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
         }
       }
 
-      /** A failure, or a 429 (DESIGN §7), is answered with the stale copy while staleIfError allows. */
+      /** A failure, or a 429 (README, "Limits"), is answered with the stale copy while staleIfError allows. */
       const failed = (failure: OriginFailure): ReadOutcome | ProxyError =>
         staleIfError(current, policy, failure.fwdStatus, failure.upstreamMs) ?? failure.error;
       const passOn = (answer: OriginAnswer): ReadOutcome =>
@@ -397,7 +397,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
         if (result.kind === 'failure') return failed(result.outcome);
         if (result.kind === 'private' && leader) return passOn(result.answer);
         // The leader's 401/403/429 was its own, or a background refresh stood down: this request
-        // tries again with its own token (DESIGN §6), leading or joining the next fill.
+        // tries again with its own token (README, "The cache"), leading or joining the next fill.
         if (attempt + 1 < MAX_JOIN_ATTEMPTS) continue;
         const own = await fetch(request);
         return own.kind === 'failure' ? failed(own) : passOn(own.answer);

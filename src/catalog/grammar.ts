@@ -1,6 +1,6 @@
 /**
- * Value grammars of DESIGN §4. Every value from a client is matched against one of these before it
- * is converted or used; Number()/parseInt() would accept "1e2", " 5", "0x10" and "5abc" (NOTES.md).
+ * Value grammars of README, "What clients see". Every value from a client is matched against one of these before it
+ * is converted or used; Number()/parseInt() would accept "1e2", " 5", "0x10" and "5abc" (docs/architecture.md#nodes-http-parser).
  */
 
 /** A positive record identifier: `^[1-9][0-9]{0,15}$` and at most 2^53−1. */
@@ -61,7 +61,7 @@ export const GRAMMAR_DESCRIPTIONS: Readonly<Record<FilterGrammar, string>> = {
 };
 
 /**
- * DESIGN §4 assigns a grammar by the filter's name: `*_id` filters are identifiers, `active` is a
+ * README, "What clients see" assigns a grammar by the filter's name: `*_id` filters are identifiers, `active` is a
  * boolean, everything else is text. Deriving it keeps the catalog from stating it twice.
  */
 export function grammarForFilter(name: string): FilterGrammar {

@@ -116,7 +116,7 @@ export const RESOURCE_NAMES: readonly ResourceName[] = RESOURCES.map((r) => r.na
 
 const BY_NAME: ReadonlyMap<string, ResourceDef> = new Map(RESOURCES.map((r) => [r.name, r]));
 
-/** Exact, case-sensitive lookup (DESIGN §4): `Receipts` is not a resource. */
+/** Exact, case-sensitive lookup (README, "What clients see"): `Receipts` is not a resource. */
 export function findResource(name: string): ResourceDef | undefined {
   return BY_NAME.get(name);
 }

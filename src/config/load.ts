@@ -1,6 +1,6 @@
 /**
  * Loads the effective configuration: the built-in defaults, the operator's YAML file merged over
- * them key by key, and the environment (DESIGN §8). Every problem is a `ConfigError` naming the
+ * them key by key, and the environment (README, "Operations"). Every problem is a `ConfigError` naming the
  * key or variable, so a bad start says exactly what to fix.
  */
 import { readFileSync } from 'node:fs';

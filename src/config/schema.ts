@@ -1,5 +1,5 @@
 /**
- * The config file's schema and built-in defaults (DESIGN §8). Strict: an unknown key or a bad value
+ * The config file's schema and built-in defaults (README, "Operations"). Strict: an unknown key or a bad value
  * stops the start with a message naming the key. `config/default.yaml` shows these same defaults;
  * a test holds the two equal.
  */
@@ -56,7 +56,7 @@ export const configSchema = z.strictObject({
     }),
   }),
   redis: z.strictObject({
-    /** NOTES.md: only a command timeout bounds a hung Redis; the cache wants it short. */
+    /** docs/architecture.md#ioredis-defaults-that-hurt-a-cache: only a command timeout bounds a hung Redis; the cache wants it short. */
     commandTimeoutMs: z.number().int().min(1).max(100),
   }),
   rateLimit: z.strictObject({

@@ -1,7 +1,7 @@
 /**
  * The fallback plane: Express, for every request the data plane does not take. With the
  * pass-through on, those go to the upstream untouched; otherwise they are a 404. Express costs
- * ~55 µs a request (NOTES.md), which is why it is never on the path of the 26 reads.
+ * ~55 µs a request (docs/architecture.md#what-a-request-costs), which is why it is never on the path of the 26 reads.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { RequestHandler } from 'http-proxy-middleware';
@@ -10,7 +10,7 @@ import type { HttpLog } from '../http/http-log.js';
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 
-/** `log`: the request line (DESIGN §8); first, so that every answer below gets one. */
+/** `log`: the request line (README, "Operations"); first, so that every answer below gets one. */
 export function createFallbackApp(passthrough: RequestHandler | undefined, log?: HttpLog): Express {
   const app = express();
   app.disable('x-powered-by');

@@ -1,5 +1,5 @@
 /**
- * Redis connections tuned for a cache (NOTES.md, "ioredis defaults that hurt a cache"): no offline
+ * Redis connections tuned for a cache (docs/architecture.md#ioredis-defaults-that-hurt-a-cache): no offline
  * queue (a command fails at once while disconnected instead of queueing for ~10 s), no retries per
  * request, no re-sending of unfulfilled commands, a command timeout of at most 100 ms (the only
  * bound on a hung server), auto-pipelining for the hit path, and fast reconnection so that the

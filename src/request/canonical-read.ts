@@ -49,7 +49,7 @@ export function buildCanonicalRead(
 
 /**
  * The whole canonicalisation of a GET target in one call, for tests and tools. The data plane runs
- * the same stages one by one, because authentication and authorisation sit between them (DESIGN §3).
+ * the same stages one by one, because authentication and authorisation sit between them (docs/architecture.md#the-request-flow).
  */
 export function canonicaliseTarget(url: string): CanonicalRead | ProxyError {
   const target = classifyTarget(url);

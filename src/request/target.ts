@@ -1,7 +1,7 @@
 /**
  * Classifies the raw request target before anything else looks at it. Node's parser hands
  * absolute-form targets and `//host/...` paths to `req.url` unchanged, and `new URL(req.url, base)`
- * then points at another host (NOTES.md, "Node's HTTP parser"): both are refused outright.
+ * then points at another host (docs/architecture.md#nodes-http-parser): both are refused outright.
  */
 import { API_PREFIX } from '../catalog/resources.js';
 

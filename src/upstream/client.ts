@@ -1,5 +1,5 @@
 /**
- * The upstream client (DESIGN §7): an undici keep-alive pool to `UPSTREAM_URL` that sends only the
+ * The upstream client (README, "Limits"): an undici keep-alive pool to `UPSTREAM_URL` that sends only the
  * canonical target and the allowed headers, with connect, header and whole-request deadlines and a
  * body size cap. It returns the upstream's answer as bytes or a typed failure; deciding what the
  * client sees is the caller's job.

@@ -1,8 +1,8 @@
 /**
- * The opt-in pass-through (`upstream.passthrough: true`, DESIGN §7): every request that is not one
+ * The opt-in pass-through (`upstream.passthrough: true`, README, "Limits"): every request that is not one
  * of the 26 cacheable reads goes to the upstream untouched, for clients that use the proxy as their
  * only base URL. http-proxy-middleware is good at exactly this; it is kept off the data plane
- * because it can neither coalesce nor cap a body it reads (NOTES.md).
+ * because it can neither coalesce nor cap a body it reads (docs/architecture.md#http-proxy-middleware).
  */
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
@@ -38,7 +38,7 @@ function errorFor(error: Error & { code?: string }): ProxyError {
 
 export function createPassthrough(options: PassthroughOptions): Passthrough {
   const secure = new URL(options.url).protocol === 'https:';
-  // 3.x opens a new connection per request unless given a keep-alive agent (NOTES.md).
+  // 3.x opens a new connection per request unless given a keep-alive agent (docs/architecture.md#http-proxy-middleware).
   const agent = secure
     ? new HttpsAgent({ keepAlive: true, maxSockets: options.maxSockets })
     : new HttpAgent({ keepAlive: true, maxSockets: options.maxSockets });

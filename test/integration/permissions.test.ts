@@ -1,7 +1,7 @@
 /**
- * The permission matrix of seed §5 / DESIGN §5 for all thirteen resources, generated from the
+ * The permission matrix of seed §5 / README, "Credentials and permissions" for all thirteen resources, generated from the
  * catalog (`RESOURCES`), never written out a second time; the scope and module rules (defaults and
- * config overrides); and the precedence of DESIGN §3 (401 → 404 → 405 → 403 → 400, OPTIONS aside).
+ * config overrides); and the precedence of docs/architecture.md#the-request-flow (401 → 404 → 405 → 403 → 400, OPTIONS aside).
  * Every refusal is the proxy's own (problem+json with a `code`) and never reaches the upstream.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -248,7 +248,7 @@ describe('scope and module rules (config overrides)', () => {
   });
 });
 
-describe('precedence under the API prefix (DESIGN §3)', () => {
+describe('precedence under the API prefix (docs/architecture.md#the-request-flow)', () => {
   let stack: Stack;
   const known = `${API_PREFIX}/receipts`;
   beforeAll(async () => {

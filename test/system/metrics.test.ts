@@ -1,5 +1,5 @@
 /**
- * `/metrics` on the admin port (DESIGN §8): Prometheus text that parses, with no admin token
+ * `/metrics` on the admin port (README, "Operations"): Prometheus text that parses, with no admin token
  * needed, whose counters move as requests are made — hits, misses, coalesced waits, 401s, 429s,
  * upstream calls and failures, Redis errors and state. Real proxy, real sandbox over HTTP, real
  * `redis-server`, real JWTs.

@@ -1,5 +1,5 @@
 /**
- * The canonicalisation table (DESIGN §4 and the NOTES.md catalogue): every accepted form and what
+ * The canonicalisation table (README, "What clients see" and docs/architecture.md#cache-poisoning): every accepted form and what
  * it becomes, every refused form and the parameter it is refused for.
  */
 import { describe, expect, it } from 'vitest';
@@ -44,7 +44,7 @@ describe('accepted requests and their canonical form', () => {
     [`${P}/warehouses?code=Z%C3%BCrich%20Nord`, `${P}/warehouses?code=Z%C3%BCrich%20Nord&per_page=30`],
     [`${P}/warehouses?code=A%2BB%2F7`, `${P}/warehouses?code=A%2BB%2F7&per_page=30`],
     [`${P}/warehouses?code=A+B/7`, `${P}/warehouses?code=A%20B%2F7&per_page=30`],
-    // `;` does not split pairs: the cloaked per_page stays inside the value (NOTES.md).
+    // `;` does not split pairs: the cloaked per_page stays inside the value (docs/architecture.md#cache-poisoning).
     [`${P}/transfers?status=a;per_page=100`, `${P}/transfers?per_page=30&status=a%3Bper_page%3D100`],
     [`${P}/warehouses?code=it's(*)!`, `${P}/warehouses?code=it%27s%28%2A%29%21&per_page=30`],
     [`${P}/receipts/1`, `${P}/receipts/1`],

@@ -1,0 +1,167 @@
+/**
+ * The architecture as written down is the architecture in the code (docs/architecture.md#the-layers):
+ * - the README's code-layout table names every folder of `src/` and nothing that is not there;
+ * - every import goes to its own folder or to a layer below (the table's order), and no import
+ *   circle exists between files;
+ * - every `src/…` path and `docs/…` file or anchor that the README, the docs and the code's
+ *   comments name exists, and so does every in-page anchor the README and the docs link to.
+ */
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+function filesUnder(dir: string, suffix: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...filesUnder(path, suffix));
+    else if (name.endsWith(suffix)) out.push(path);
+  }
+  return out;
+}
+
+const SOURCES = filesUnder('src', '.ts');
+const README = readFileSync('README.md', 'utf8');
+const DOCS = filesUnder('docs', '.md');
+
+/** The layout table: each row's folders (`src/x/` or `src/x.ts`) and its layer, top first. */
+function layoutRows(): Array<{ readonly units: string[]; readonly layer: string }> {
+  const start = README.indexOf('<!-- layout:start -->');
+  const end = README.indexOf('<!-- layout:end -->');
+  if (start === -1 || end === -1) throw new Error('the README has no layout table');
+  return README.slice(start, end)
+    .split('\n')
+    .filter((line) => line.startsWith('| `'))
+    .map((line) => {
+      const [, folders = '', layer = ''] = line.split('|');
+      return {
+        units: [...folders.matchAll(/`(src\/[^`]+)`/g)].map((m) => (m[1] ?? '').replace(/\/$/, '')),
+        layer: layer.trim(),
+      };
+    });
+}
+
+/** The unit a source file belongs to: its top-level folder under src/, or the file itself. */
+function unitOf(file: string): string {
+  const parts = file.split('/');
+  return parts.length === 2 ? file : `src/${parts[1] ?? ''}`;
+}
+
+/** The relative imports of a source file, as file paths. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  return [...text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)].map((m) =>
+    normalize(join(dirname(file), (m[1] ?? '').replace(/\.js$/, '.ts'))),
+  );
+}
+
+describe('the layers', () => {
+  const rows = layoutRows();
+  const layers = [...new Set(rows.map((row) => row.layer))];
+  const layerOf = new Map(rows.flatMap((row) => row.units.map((unit) => [unit, layers.indexOf(row.layer)] as const)));
+
+  it('the README’s layout table names every folder of src/, and only those', () => {
+    const actual = new Set(SOURCES.filter((file) => !file.startsWith('src/types/')).map(unitOf));
+    expect([...layerOf.keys()].sort()).toEqual([...actual].sort());
+  });
+
+  it('every import goes to its own folder or to a layer below', () => {
+    const upward: string[] = [];
+    for (const file of SOURCES) {
+      const from = layerOf.get(unitOf(file));
+      if (from === undefined) continue; // src/types: declarations only
+      for (const target of importsOf(file)) {
+        const to = layerOf.get(unitOf(target));
+        if (to === undefined || unitOf(target) === unitOf(file)) continue;
+        // The programs may use each other (the sandbox's command line is the CLIs' own).
+        if (to < from || (to === from && layers[from] !== 'programs')) upward.push(`${file} → ${target}`);
+      }
+    }
+    expect(upward).toEqual([]);
+  });
+
+  it('no import circle between files', () => {
+    const graph = new Map(SOURCES.map((file) => [file, importsOf(file).filter((target) => existsSync(target))]));
+    const state = new Map<string, 'open' | 'done'>();
+    const circles: string[] = [];
+    const visit = (file: string, path: string[]): void => {
+      if (state.get(file) === 'done') return;
+      if (state.get(file) === 'open') {
+        circles.push([...path.slice(path.indexOf(file)), file].join(' → '));
+        return;
+      }
+      state.set(file, 'open');
+      for (const next of graph.get(file) ?? []) visit(next, [...path, file]);
+      state.set(file, 'done');
+    };
+    for (const file of SOURCES) visit(file, []);
+    expect(circles).toEqual([]);
+  });
+});
+
+/** GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens. */
+function slug(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
+function anchorsOf(markdown: string): Set<string> {
+  const anchors = new Set<string>();
+  for (const match of markdown.matchAll(/^#{1,6}\s+(.+)$/gm)) anchors.add(slug(match[1] ?? ''));
+  for (const match of markdown.matchAll(/<a id="([^"]+)"><\/a>/g)) anchors.add(match[1] ?? '');
+  return anchors;
+}
+
+describe('the paths and anchors the README, the docs and the code name', () => {
+  const texts = [
+    { file: 'README.md', text: README },
+    ...DOCS.map((file) => ({ file, text: readFileSync(file, 'utf8') })),
+    ...SOURCES.map((file) => ({ file, text: readFileSync(file, 'utf8') })),
+  ];
+
+  it('every src/… path exists', () => {
+    const missing: string[] = [];
+    for (const { file, text } of texts) {
+      for (const match of text.matchAll(/(?<![\w./-])src\/[A-Za-z0-9_./-]*[A-Za-z0-9_/]/g)) {
+        const path = match[0];
+        if (!existsSync(path)) missing.push(`${file}: ${path}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('every docs/… file and anchor exists', () => {
+    const missing: string[] = [];
+    for (const { file, text } of texts) {
+      for (const match of text.matchAll(/(?<![\w./-])docs\/([A-Za-z0-9_.-]+\.[a-z]+)(?:#([A-Za-z0-9_-]+))?/g)) {
+        const target = `docs/${match[1] ?? ''}`;
+        if (!existsSync(target)) {
+          missing.push(`${file}: ${target}`);
+          continue;
+        }
+        const anchor = match[2];
+        if (anchor !== undefined && !anchorsOf(readFileSync(target, 'utf8')).has(anchor))
+          missing.push(`${file}: ${target}#${anchor}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('every in-page link of the README and the docs has its anchor', () => {
+    const missing: string[] = [];
+    for (const file of ['README.md', ...DOCS]) {
+      const text = readFileSync(file, 'utf8');
+      const anchors = anchorsOf(text);
+      for (const match of text.matchAll(/\]\(#([^)]+)\)/g))
+        if (!anchors.has(match[1] ?? '')) missing.push(`${file}: #${match[1] ?? ''}`);
+      for (const match of text.matchAll(/\]\(((?:\.\.\/)*[A-Za-z0-9_./-]+)(?:#[^)]*)?\)/g)) {
+        const target = normalize(join(dirname(file), match[1] ?? ''));
+        if (!/^[a-z]+:/.test(match[1] ?? '') && !existsSync(target)) missing.push(`${file}: ${relative('.', target)}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+});
