@@ -15,13 +15,13 @@ import { L1Cache } from './cache/l1.js';
 import { createMemoryStore } from './cache/memory-store.js';
 import { CachePolicies } from './cache/policy.js';
 import { type ReadService, createReadService } from './cache/read-service.js';
-import { type RedisClient, RedisHealth, createRedisClient, readyWithin } from './platform/redis.js';
+import { type RedisSettings, RedisHealth, type SharedRedis, connectRedis, isSharedRedis } from './platform/redis.js';
 import { createRedisStore } from './cache/redis-store.js';
 import { type PurgeBus, createLocalPurgeBus, createRedisPurgeBus } from './cache/purge-bus.js';
 import { type OperatorControl, createOperatorControl } from './control/operator-control.js';
 import type { CacheStore } from './cache/store.js';
 import type { FileConfig } from './config/schema.js';
-import { ShuttingDownError } from './errors/proxy-error.js';
+import { ShuttingDownError, messageOf } from './errors/proxy-error.js';
 import { createDataPlane } from './planes/data/data-plane.js';
 import { createFallbackApp } from './planes/fallback-app.js';
 import { createHttpServer } from './http/server.js';
@@ -33,8 +33,8 @@ import { createInboundLimiter } from './limits/inbound.js';
 import { createUpstreamBudget } from './limits/upstream-budget.js';
 import { createUpstreamPause } from './limits/upstream-pause.js';
 import { createHttpLog } from './http/http-log.js';
-import { createRequestLog } from './observability/logger.js';
-import { type CacheFootprint, type Metrics, createMetrics } from './observability/metrics.js';
+import { createRequestLog, errorFields } from './observability/logger.js';
+import { type CacheFootprint, createMetrics } from './observability/metrics.js';
 import { watchRedisDowntime } from './platform/redis-downtime.js';
 import { registerSecret } from './observability/secrets.js';
 import { createUpstreamClient } from './upstream/client.js';
@@ -42,17 +42,7 @@ import { createUpstreamOrigin } from './upstream/fetch-read.js';
 import { guardOrigin } from './upstream/guarded-fetch.js';
 import { type Passthrough, createPassthrough } from './upstream/passthrough.js';
 
-export interface RedisSettings {
-  readonly url?: string | undefined;
-  readonly clusterNodes?: readonly string[] | undefined;
-  /** A Redis of its own for the operator state (`CONTROL_REDIS_URL`); else the one above. */
-  readonly controlUrl?: string | undefined;
-}
-
-/** A shared Redis is configured (else the cache is in-process, one replica). */
-function usesRedis(redis: RedisSettings | undefined): boolean {
-  return redis?.url !== undefined || (redis?.clusterNodes !== undefined && redis.clusterNodes.length > 0);
-}
+export type { RedisSettings };
 
 export interface ProxyAppOptions {
   readonly upstreamUrl: string;
@@ -132,67 +122,37 @@ function refuseWhileDraining(req: IncomingMessage, res: ServerResponse): void {
   writeProblem(res, new ShuttingDownError(), requestIdOf(req), { head: req.method === 'HEAD' });
 }
 
+/** How long a start waits for Redis before serving degraded (misses go to the upstream). */
+const REDIS_START_WAIT_MS = 3_000;
+
+/** The cache's parts: in process for one replica, or shared through Redis. */
 interface CacheParts {
   readonly store: CacheStore;
   readonly l1: L1Cache | undefined;
   readonly coordinator: FillCoordinator;
   readonly purges: PurgeBus;
-  readonly redisState: () => string;
   /** What the in-process tiers hold (the L1 in front of Redis, or the single replica's store). */
   readonly footprint: () => readonly CacheFootprint[];
-  /** Seconds without a usable Redis, 0 while connected; absent without Redis. */
-  readonly redisDownSeconds: (() => number) | undefined;
-  /** The shared Redis, when there is one: the inbound limits count there too. */
-  readonly redis:
-    | {
-        readonly client: RedisClient;
-        readonly subscriber: RedisClient;
-        readonly health: RedisHealth;
-        readonly prefix: string;
-      }
-    | undefined;
-  /** Resolves once Redis is connected, or after a bound: a start never hangs on a Redis that is down. */
-  ready(): Promise<void>;
-  close(): Promise<void>;
 }
 
-/** How long a start waits for Redis before serving degraded (misses go to the upstream). */
-const REDIS_START_WAIT_MS = 3_000;
-
-function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
-  const { config, logger } = options;
-  const redis = options.redis;
-  if (redis === undefined || !usesRedis(redis)) {
-    const store = createMemoryStore({
-      maxBytes: config.cache.memory.maxBytes,
-      ...(options.now !== undefined && { now: options.now }),
-    });
+function createCacheParts(
+  config: FileConfig,
+  redis: SharedRedis | undefined,
+  health: RedisHealth | undefined,
+  now: () => number,
+  logger: Logger,
+): CacheParts {
+  if (redis === undefined || health === undefined) {
+    const store = createMemoryStore({ maxBytes: config.cache.memory.maxBytes, now });
     return {
       store,
       l1: undefined,
       coordinator: LOCAL_COORDINATOR,
       purges: createLocalPurgeBus(),
-      redisState: () => 'none',
       footprint: () => (store.footprint === undefined ? [] : [{ tier: 'memory', ...store.footprint() }]),
-      redisDownSeconds: undefined,
-      redis: undefined,
-      ready: () => Promise.resolve(),
-      close: () => Promise.resolve(),
     };
   }
-  const onError = (error: Error): void => {
-    metrics.redisError('cache');
-    logger.debug({ err: { message: error.message } }, 'redis connection error');
-  };
-  const connection = {
-    url: redis.url,
-    clusterNodes: redis.clusterNodes,
-    commandTimeoutMs: config.redis.commandTimeoutMs,
-    onError,
-  };
-  const client: RedisClient = createRedisClient(connection);
-  const subscriber: RedisClient = createRedisClient({ ...connection, subscriber: true });
-  const health = new RedisHealth(client, { onFailure: () => metrics.redisError('cache') });
+  const { client, subscriber } = redis;
   const prefix = config.cache.keyPrefix;
   const l1 = new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 });
   return {
@@ -200,7 +160,7 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       client,
       health,
       prefix,
-      ...(options.now !== undefined && { now: options.now }),
+      now,
       onFailure: (operation) => logger.debug({ operation }, 'redis store operation failed'),
     }),
     l1,
@@ -216,75 +176,163 @@ function createCache(options: ProxyAppOptions, metrics: Metrics): CacheParts {
       client,
       subscriber,
       channel: `${prefix}:purge`,
-      onError: (error) => onError(error instanceof Error ? error : new Error(String(error))),
+      onError: (error) => logger.debug(errorFields(error), 'purge announcement failed'),
     }),
-    redisState: () => health.state(),
     footprint: () => [{ tier: 'l1', ...l1.footprint() }],
-    redisDownSeconds: watchRedisDowntime(client),
-    redis: { client, subscriber, health, prefix },
-    ready: () => readyWithin(client, REDIS_START_WAIT_MS),
-    async close() {
-      client.disconnect();
-      subscriber.disconnect();
-    },
   };
 }
 
-/** The operator state's own connections: commands may take longer than a cache lookup's 100 ms. */
-const CONTROL_COMMAND_TIMEOUT_MS = 1_000;
-
-function createControl(
-  options: ProxyAppOptions,
-  metrics: Metrics,
-): { control: OperatorControl; ready(): Promise<void>; close(): void } {
-  const { config, logger, redis } = options;
-  const onError = (error: unknown): void => {
-    metrics.redisError('control');
-    logger.warn(
-      { err: { message: error instanceof Error ? error.message : String(error) } },
-      'operator state not confirmed with Redis',
-    );
-  };
-  const now = options.now === undefined ? {} : { now: options.now };
-  const timing = { syncIntervalMs: config.control.syncInterval * 1000, ...now, onError };
-  if (redis === undefined || !usesRedis(redis))
-    return { control: createOperatorControl(timing), ready: () => Promise.resolve(), close: () => undefined };
-  const connection = {
-    ...(redis.controlUrl === undefined
-      ? { url: redis.url, clusterNodes: redis.clusterNodes }
-      : { url: redis.controlUrl }),
-    commandTimeoutMs: CONTROL_COMMAND_TIMEOUT_MS,
-    onError: (error: Error) =>
-      logger.debug({ err: { message: error.message } }, 'operator state redis connection error'),
-  };
-  const client = createRedisClient(connection);
-  const subscriber = createRedisClient({ ...connection, subscriber: true });
-  return {
-    control: createOperatorControl({ ...timing, redis: { client, subscriber, prefix: config.cache.keyPrefix } }),
-    ready: () => readyWithin(client, REDIS_START_WAIT_MS),
-    close() {
-      client.disconnect();
-      subscriber.disconnect();
-    },
-  };
-}
-
+/**
+ * Builds every part, in the order a request meets them (docs/architecture.md#the-request-flow):
+ * the shared infrastructure (metrics, Redis, the operator state), then authentication, the inbound
+ * limits, authorisation, the cache with the origin it fetches through (the upstream, behind its
+ * guard), and the planes on top.
+ */
 export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
   const { config, logger } = options;
-  // No log line may hold the admin token, wherever a client puts it (README "Logs").
+  /** The one clock every part that reads the time is given. */
+  const now = options.now ?? Date.now;
+  // No log line may hold the admin token, wherever a client puts it (README, "Logs").
   if (options.adminToken !== undefined) registerSecret(options.adminToken);
+
+  // ── shared infrastructure ──
+  // Read on each scrape only, once everything below exists.
+  const shared = isSharedRedis(options.redis);
+  const metrics = createMetrics({
+    circuitState: () => breaker.state,
+    redisUp: shared ? () => cacheHealth?.state() !== 'down' : undefined,
+    ...(options.processMetrics === false && { processMetrics: false }),
+    inFlightRequests: () => inFlight,
+    cacheFootprint: () => cache.footprint(),
+    redisDownSeconds: shared ? () => redisDownSeconds?.() ?? 0 : undefined,
+    operatorStateAgeSeconds: shared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
+  });
+  const redis = isSharedRedis(options.redis)
+    ? connectRedis(options.redis, {
+        commandTimeoutMs: config.redis.commandTimeoutMs,
+        onError: (component, error) => {
+          metrics.redisError(component);
+          logger.debug(errorFields(error), `redis connection error (${component})`);
+        },
+      })
+    : undefined;
+  // The cache's breaker; the inbound limits have their own, so a slow limit decision never makes
+  // the cache skip Redis as well.
+  const cacheHealth =
+    redis === undefined
+      ? undefined
+      : new RedisHealth(redis.client, { now, onFailure: () => metrics.redisError('cache') });
+  const redisDownSeconds = redis === undefined ? undefined : watchRedisDowntime(redis.client, now);
+  const control = createOperatorControl({
+    syncIntervalMs: config.control.syncInterval * 1000,
+    now,
+    ...(redis !== undefined && { redis: { ...redis.control, prefix: config.cache.keyPrefix } }),
+    onError: (error) => {
+      metrics.redisError('control');
+      logger.warn(errorFields(error), 'operator state not confirmed with Redis');
+    },
+  });
+
+  // ── authenticate: a verified token, not revoked ──
+  const lists = accessListsOver(control.state, now);
   const verifier = createTokenVerifier({
     keys: options.keys,
     issuer: options.issuer,
     audience: options.audience,
     clockToleranceSeconds: config.auth.clockTolerance,
     claims: config.auth.claims,
+    now,
   });
+  const authenticator = createAuthenticator(verifier, lists);
+
+  // ── inbound limits ──
+  const limiter = createInboundLimiter({
+    perCredential: config.rateLimit.perCredential,
+    perCompany: config.rateLimit.perCompany,
+    replicas: config.rateLimit.replicas,
+    redis:
+      redis === undefined
+        ? undefined
+        : {
+            client: redis.client,
+            health: new RedisHealth(redis.client, { now, onFailure: () => metrics.redisError('limits') }),
+            prefix: config.cache.keyPrefix,
+            timeoutMs: config.redis.commandTimeoutMs,
+          },
+    now,
+  });
+
+  // ── authorise ──
+  const authorization = { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule };
+
+  // ── the cache, and the origin it fetches through: the upstream behind its guard ──
+  const policies = new CachePolicies(config.cache, () => control.overrides());
+  control.onOverridesChange(() => policies.refresh());
+  const cache = createCacheParts(config, redis, cacheHealth, now, logger);
   const upstream = createUpstreamClient({
     url: options.upstreamUrl,
     timeoutMs: config.upstream.timeout * 1000,
     maxBodyBytes: config.upstream.maxBodyBytes,
     connections: config.upstream.maxConcurrent,
+  });
+  const breaker = new CircuitBreaker({
+    failures: config.upstream.breaker.failures,
+    openForMs: config.upstream.breaker.openFor * 1000,
+    now,
+    onChange: (state) => logger.warn({ breaker: state }, 'upstream circuit breaker'),
+  });
+  const pause = createUpstreamPause({
+    redis:
+      redis === undefined || cacheHealth === undefined
+        ? undefined
+        : { client: redis.client, health: cacheHealth, prefix: config.cache.keyPrefix },
+    probeMs: config.upstream.timeout * 1000 + 1_000,
+    now,
+  });
+  const budget = createUpstreamBudget({
+    maxConcurrent: config.upstream.maxConcurrent,
+    maxPerSecond: config.upstream.maxPerSecond,
+    replicas: config.rateLimit.replicas,
+    holdMs: config.upstream.timeout * 1000,
+    redis:
+      redis === undefined || cacheHealth === undefined
+        ? undefined
+        : { connect: redis.connectBudget, prefix: config.cache.keyPrefix, sharedHealth: cacheHealth },
+    onError: (error) => logger.debug(errorFields(error), 'upstream budget error'),
+    onRedisFailure: () => metrics.redisError('budget'),
+  });
+  const origin = guardOrigin(createUpstreamOrigin(upstream), {
+    // An upstream 401 for a token the proxy accepted revokes it in the proxy too (README,
+    // "Credentials and permissions").
+    onUpstreamUnauthorized: ({ principal, token }) => {
+      const revoked =
+        principal.tokenId === undefined
+          ? control.revoke('digest', tokenDigest(token), principal.expiresAt)
+          : control.revoke('jti', principal.tokenId, principal.expiresAt);
+      void revoked.then((sharedNow) => {
+        if (!sharedNow) logger.warn('an upstream-refused token is revoked on this replica only: Redis is unavailable');
+      });
+    },
+    breaker,
+    pause,
+    budget,
+    maxQueueWaitMs: config.upstream.maxQueueWait * 1000,
+    metrics,
+    now,
+  });
+  const reads = createReadService({
+    store: cache.store,
+    l1: cache.l1,
+    coordinator: cache.coordinator,
+    policies,
+    keyPrefix: config.cache.keyPrefix,
+    fetch: origin,
+    // A follower waits about as long as the leader's upstream exchange may take.
+    coalesceWaitMs: config.upstream.timeout * 1000 + 1_000,
+    metrics,
+    purges: cache.purges,
+    now,
+    ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
   const passthrough: Passthrough | undefined = config.upstream.passthrough
     ? createPassthrough({
@@ -293,109 +341,14 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
         maxSockets: config.upstream.maxConcurrent,
       })
     : undefined;
-  // Read on each scrape only, once everything below exists.
-  const metrics = createMetrics({
-    circuitState: () => breaker.state,
-    redisUp: usesRedis(options.redis) ? () => cache.redisState() !== 'down' : undefined,
-    ...(options.processMetrics === false && { processMetrics: false }),
-    inFlightRequests: () => inFlight,
-    cacheFootprint: () => cache.footprint(),
-    redisDownSeconds: usesRedis(options.redis) ? () => cache.redisDownSeconds?.() ?? 0 : undefined,
-    operatorStateAgeSeconds: usesRedis(options.redis) ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
-  });
-  const cache = createCache(options, metrics);
-  const operatorState = createControl(options, metrics);
-  const control = operatorState.control;
-  const lists = accessListsOver(control.state, options.now);
-  const policies = new CachePolicies(config.cache, () => control.overrides());
-  control.onOverridesChange(() => policies.refresh());
-  const breaker = new CircuitBreaker({
-    failures: config.upstream.breaker.failures,
-    openForMs: config.upstream.breaker.openFor * 1000,
-    ...(options.now !== undefined && { now: options.now }),
-    onChange: (state) => logger.warn({ breaker: state }, 'upstream circuit breaker'),
-  });
-  const pause = createUpstreamPause({
-    redis: cache.redis,
-    probeMs: config.upstream.timeout * 1000 + 1_000,
-    ...(options.now !== undefined && { now: options.now }),
-  });
-  const budget = createUpstreamBudget({
-    maxConcurrent: config.upstream.maxConcurrent,
-    maxPerSecond: config.upstream.maxPerSecond,
-    replicas: config.rateLimit.replicas,
-    holdMs: config.upstream.timeout * 1000,
-    redis:
-      cache.redis === undefined
-        ? undefined
-        : {
-            url: options.redis?.url,
-            clusterNodes: options.redis?.clusterNodes,
-            prefix: config.cache.keyPrefix,
-            sharedHealth: cache.redis.health,
-            commandTimeoutMs: config.redis.commandTimeoutMs,
-          },
-    onError: (error) =>
-      logger.debug(
-        { err: { message: error instanceof Error ? error.message : String(error) } },
-        'upstream budget error',
-      ),
-    onRedisFailure: () => metrics.redisError('budget'),
-  });
-  const reads = createReadService({
-    store: cache.store,
-    l1: cache.l1,
-    coordinator: cache.coordinator,
-    policies,
-    keyPrefix: config.cache.keyPrefix,
-    fetch: guardOrigin(createUpstreamOrigin(upstream), {
-      // An upstream 401 for a token the proxy accepted revokes it in the proxy too (README, "Credentials and permissions").
-      onUpstreamUnauthorized: ({ principal, token }) => {
-        const revoked =
-          principal.tokenId === undefined
-            ? control.revoke('digest', tokenDigest(token), principal.expiresAt)
-            : control.revoke('jti', principal.tokenId, principal.expiresAt);
-        void revoked.then((shared) => {
-          if (!shared) logger.warn('an upstream-refused token is revoked on this replica only: Redis is unavailable');
-        });
-      },
-      breaker,
-      pause,
-      budget,
-      maxQueueWaitMs: config.upstream.maxQueueWait * 1000,
-      metrics,
-      ...(options.now !== undefined && { now: options.now }),
-    }),
-    // A follower waits about as long as the leader's upstream exchange may take.
-    coalesceWaitMs: config.upstream.timeout * 1000 + 1_000,
-    metrics,
-    purges: cache.purges,
-    ...(options.now !== undefined && { now: options.now }),
-    ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
-  });
 
-  const limiter = createInboundLimiter({
-    perCredential: config.rateLimit.perCredential,
-    perCompany: config.rateLimit.perCompany,
-    replicas: config.rateLimit.replicas,
-    // Its own breaker: a slow limit decision must not make the cache skip Redis as well.
-    redis:
-      cache.redis === undefined
-        ? undefined
-        : {
-            ...cache.redis,
-            health: new RedisHealth(cache.redis.client, { onFailure: () => metrics.redisError('limits') }),
-            timeoutMs: config.redis.commandTimeoutMs,
-          },
-    ...(options.now !== undefined && { now: options.now }),
-  });
-
+  // ── the planes ──
   const requestLog = createRequestLog(logger);
   const dataPlane = createDataPlane({
-    authenticator: createAuthenticator(verifier, lists),
+    authenticator,
     limiter,
     lists,
-    policy: { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule },
+    policy: authorization,
     reads,
     log: requestLog,
     metrics,
@@ -405,7 +358,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       logger.error(
         {
           err: {
-            message: error instanceof Error ? error.message : String(error),
+            message: messageOf(error),
             stack: error instanceof Error ? error.stack?.split('\n').slice(0, 4).join('\n') : undefined,
           },
         },
@@ -456,7 +409,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           return {
             upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`,
             cache: cache.store.kind,
-            redis: cache.redisState(),
+            redis: cacheHealth?.state() ?? 'none',
             operator_state: {
               shared: status.shared,
               entries: status.entries,
@@ -476,7 +429,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
               policies,
               reads,
               control,
-              ...(options.now !== undefined && { now: options.now }),
+              now,
             },
     }),
     serverLogs,
@@ -496,7 +449,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       const adminPort =
         listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
       if (adminPort !== undefined) listen.onAdminListening?.(adminPort);
-      await Promise.all([cache.ready(), operatorState.ready()]);
+      await redis?.ready(REDIS_START_WAIT_MS);
       await control.sync();
       const port = await listenOn(server, listen.port, listen.host);
       phase = 'ready';
@@ -513,12 +466,12 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       ) {
         void budget
           .apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond })
-          .catch((error: unknown) => {
+          .catch((error: unknown) =>
             logger.warn(
-              { err: { message: error instanceof Error ? error.message : String(error) } },
+              errorFields(error),
               'the new upstream budget applies on this replica only: Redis is unavailable',
-            );
-          });
+            ),
+          );
       }
       currentConfig = file;
       return changed.filter(
@@ -542,11 +495,10 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       passthrough?.close();
       verifier.close();
       control.close();
-      operatorState.close();
       await budget.close();
       await cache.coordinator.close();
       await cache.store.close();
-      await cache.close();
+      redis?.close();
       await upstream.close();
     },
   };

@@ -157,7 +157,8 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
   }
 
   async function sync(): Promise<void> {
-    if (store === undefined) return;
+    // Not before the connection is up (its first check follows the start's wait for it).
+    if (store === undefined || options.redis?.client.status !== 'ready') return;
     if (running !== undefined) {
       again = true; // one more round after the running one: it may have read before this change
       return running;

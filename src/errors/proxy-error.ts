@@ -249,3 +249,8 @@ export class UnsupportedMediaTypeError extends ProxyError {
     super('Send the body as application/json.');
   }
 }
+
+/** An error's message for a log line or a terminal: never its payload, its stack or its cause. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

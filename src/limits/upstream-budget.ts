@@ -17,8 +17,8 @@
  *   otherwise keeps the ones stored by the first replica ever started on that id.
  */
 import Bottleneck from 'bottleneck';
-import { Cluster, Redis } from 'ioredis';
-import { FAIL_FAST_CLUSTER_OPTIONS, RedisHealth, clusterNodes } from '../platform/redis.js';
+import type { Cluster, Redis } from 'ioredis';
+import { type RedisClient, RedisHealth } from '../platform/redis.js';
 import { type Slot, SlotQueue } from './slot-queue.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
@@ -43,16 +43,14 @@ export interface UpstreamBudgetOptions extends BudgetSettings {
   readonly holdMs: number;
   readonly redis?:
     | {
-        readonly url?: string | undefined;
-        readonly clusterNodes?: readonly string[] | undefined;
+        /** A new connection for bottleneck (one now, another if the limiter must be made anew). */
+        readonly connect: () => RedisClient;
         readonly prefix: string;
         /**
          * The cache connection's breaker, read only: the same Redis failing there is reason enough
          * to keep to the local share rather than wait for bottleneck's own timeout.
          */
         readonly sharedHealth: RedisHealth;
-        /** Bottleneck's own commands time out like every other Redis command here. */
-        readonly commandTimeoutMs: number;
       }
     | undefined;
   readonly onError?: (error: unknown) => void;
@@ -67,7 +65,6 @@ export interface UpstreamBudgetOptions extends BudgetSettings {
 const RATE_JITTER_MS = 50;
 /** Slots outlive the exchange that holds them by this much before bottleneck frees them. */
 const EXPIRATION_MARGIN_MS = 2_000;
-const BUDGET_COMMAND_TIMEOUT_MS = 250;
 /** Heartbeats: how soon a capacity change reaches a replica that missed its message. */
 const HEARTBEAT_MS = 250;
 
@@ -144,26 +141,9 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
 
   function createClustered(): Clustered | undefined {
     if (redis === undefined) return undefined;
-    // As for the cache: a Redis that is down or hung must fail a call at once or within the command
-    // timeout, so that the local share takes over, never stall a request.
-    const clientOptions = {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      // Bottleneck's scripts are on the miss path only (never a hit's), and a spurious timeout
-      // would switch this replica to its local share while its cluster slots are still held:
-      // more room than the cache's 100 ms, still far below any request's patience.
-      commandTimeout: Math.max(BUDGET_COMMAND_TIMEOUT_MS, redis.commandTimeoutMs),
-      connectTimeout: 1_000,
-      retryStrategy: (times: number) => Math.min(50 * times, 1_000),
-    };
-    const client =
-      redis.clusterNodes !== undefined && redis.clusterNodes.length > 0
-        ? new Cluster(clusterNodes(redis.clusterNodes), {
-            redisOptions: clientOptions,
-            enableOfflineQueue: false,
-            ...FAIL_FAST_CLUSTER_OPTIONS,
-          })
-        : new Redis(urlOf(redis.url), clientOptions);
+    // As for the cache (src/platform/redis.ts): a Redis that is down or hung fails a call at once or
+    // within the command timeout, so that the local share takes over; never a stalled request.
+    const client = redis.connect();
     handleScriptRejections(client);
     const connection = new Bottleneck.IORedisConnection({ client });
     connection.on('error', (error: unknown) => options.onError?.(error));
@@ -305,11 +285,4 @@ function handleScriptRejections(client: Redis | Cluster): void {
       return result;
     };
   };
-}
-
-/** The budget's Redis is the cache's: never a silent default of localhost. */
-function urlOf(url: string | undefined): string {
-  if (url === undefined)
-    throw new TypeError('REDIS_URL or REDIS_CLUSTER_NODES is required for the clustered upstream budget');
-  return url;
 }

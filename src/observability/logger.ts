@@ -4,6 +4,7 @@
  * URLs) and never a token: the redaction list covers every place a secret could sit in a logged
  * object.
  */
+import { messageOf } from '../errors/proxy-error.js';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 
 export const REDACTED_PATHS = [
@@ -66,4 +67,9 @@ export function createRequestLog(logger: Logger): RequestLog {
       ms: Math.round(f.durationMs * 100) / 100,
     });
   };
+}
+
+/** The fields a log line gives an error: its message only (a library error may carry a payload or a key). */
+export function errorFields(error: unknown): { readonly err: { readonly message: string } } {
+  return { err: { message: messageOf(error) } };
 }

@@ -56,6 +56,12 @@ export interface RedisConnectionOptions {
   readonly commandTimeoutMs: number;
   /** Pub/sub connections keep an offline queue so that (re)subscribing waits for the connection. */
   readonly subscriber?: boolean;
+  /**
+   * Batch the commands issued in one synchronous run into one write (default: yes, but never on a
+   * cluster or a subscriber). Not for bottleneck's connection: its scripts, wrapped there, would
+   * call themselves back through the pipeline without end.
+   */
+  readonly autoPipelining?: boolean;
   readonly onError?: (error: Error) => void;
 }
 
@@ -93,7 +99,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     enableOfflineQueue: subscriber,
     maxRetriesPerRequest: subscriber ? null : 0,
     autoResendUnfulfilledCommands: false,
-    enableAutoPipelining: !subscriber,
+    enableAutoPipelining: !subscriber && options.autoPipelining !== false,
     ...(subscriber ? {} : { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: 1_000,
     retryStrategy: (times: number) => Math.min(50 * times, 1_000),
@@ -256,4 +262,90 @@ export function readyWithin(client: RedisClient, maxWaitMs: number): Promise<voi
     }
     client.once('ready', done);
   });
+}
+
+/** Where the replicas' shared Redis is (`REDIS_URL` or `REDIS_CLUSTER_NODES`, and `CONTROL_REDIS_URL`). */
+export interface RedisSettings {
+  readonly url?: string | undefined;
+  readonly clusterNodes?: readonly string[] | undefined;
+  /** A Redis of its own for the operator state; else the one above. */
+  readonly controlUrl?: string | undefined;
+}
+
+/** A shared Redis is configured (else the cache is in-process: one replica). */
+export function isSharedRedis(settings: RedisSettings | undefined): settings is RedisSettings {
+  return settings?.url !== undefined || (settings?.clusterNodes !== undefined && settings.clusterNodes.length > 0);
+}
+
+export type RedisComponent = 'cache' | 'budget' | 'control';
+
+/** Every connection a replica holds to Redis, made in one place with one set of options. */
+export interface SharedRedis {
+  /** The cache's commands: the store, the leases, the inbound limits, the upstream pauses. */
+  readonly client: RedisClient;
+  /** The cache's subscriptions: fills and purges. */
+  readonly subscriber: RedisClient;
+  /** The operator state's commands and subscriptions (its own Redis, or the cache's). */
+  readonly control: { readonly client: RedisClient; readonly subscriber: RedisClient };
+  /** A new connection for the upstream budget: bottleneck keeps (and may replace) its own. */
+  connectBudget(): RedisClient;
+  /** Resolves once the cache's and the operator state's connections are ready, or after `maxWaitMs`. */
+  ready(maxWaitMs: number): Promise<void>;
+  close(): void;
+}
+
+export interface SharedRedisOptions {
+  /** The cache's command timeout (`redis.commandTimeoutMs`, at most 100 ms). */
+  readonly commandTimeoutMs: number;
+  readonly onError?: (component: RedisComponent, error: Error) => void;
+}
+
+/** The operator state's reads may take longer than a cache lookup (they never stall a request). */
+const CONTROL_COMMAND_TIMEOUT_MS = 1_000;
+/**
+ * Bottleneck's scripts are on the miss path only, and a spurious timeout would switch a replica to
+ * its local share while its cluster slots are still held: more room than the cache's 100 ms.
+ */
+const BUDGET_COMMAND_TIMEOUT_MS = 250;
+
+export function connectRedis(settings: RedisSettings, options: SharedRedisOptions): SharedRedis {
+  const shared = { url: settings.url, clusterNodes: settings.clusterNodes };
+  const connect = (
+    component: RedisComponent,
+    commandTimeoutMs: number,
+    where = shared,
+    subscriber = false,
+  ): RedisClient =>
+    createRedisClient({
+      ...where,
+      commandTimeoutMs,
+      subscriber,
+      autoPipelining: component !== 'budget',
+      onError: (error) => options.onError?.(component, error),
+    });
+  const client = connect('cache', options.commandTimeoutMs);
+  const subscriber = connect('cache', options.commandTimeoutMs, shared, true);
+  const controlWhere =
+    settings.controlUrl === undefined ? shared : { url: settings.controlUrl, clusterNodes: undefined };
+  const control = {
+    client: connect('control', CONTROL_COMMAND_TIMEOUT_MS, controlWhere),
+    // One subscription connection serves every channel of one Redis.
+    subscriber:
+      settings.controlUrl === undefined
+        ? subscriber
+        : connect('control', CONTROL_COMMAND_TIMEOUT_MS, controlWhere, true),
+  };
+  const all = [...new Set([client, subscriber, control.client, control.subscriber])];
+  return {
+    client,
+    subscriber,
+    control,
+    connectBudget: () => connect('budget', Math.max(BUDGET_COMMAND_TIMEOUT_MS, options.commandTimeoutMs)),
+    async ready(maxWaitMs) {
+      await Promise.all([readyWithin(client, maxWaitMs), readyWithin(control.client, maxWaitMs)]);
+    },
+    close() {
+      for (const connection of all) connection.disconnect();
+    },
+  };
 }
