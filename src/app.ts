@@ -212,7 +212,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
         commandTimeoutMs: config.redis.commandTimeoutMs,
         onError: (component, error) => {
           metrics.redisError(component);
-          logger.debug(errorFields(error), `redis connection error (${component})`);
+          logger.debug({ ...errorFields(error), component }, 'redis connection error');
         },
       })
     : undefined;

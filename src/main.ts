@@ -10,7 +10,8 @@ import { bannerLines, startFacts } from './cli/start-banner.js';
 import { type Config, ConfigError, DEFAULT_CONFIG_FILE, loadConfig, shutdownPlan } from './config/load.js';
 import { type ProxyApp, createProxyApp } from './app.js';
 import { DEV_SECRET, mintDevToken } from './dev/dev-credentials.js';
-import { createLogger } from './observability/logger.js';
+import { messageOf } from './errors/proxy-error.js';
+import { createLogger, errorFields } from './observability/logger.js';
 import { type Sandbox, createSandbox } from './sandbox/server.js';
 
 const KEY_VARIABLES = 'JWT_JWKS_URL, JWT_PUBLIC_KEY, JWT_PUBLIC_KEY_FILE or JWT_SECRET';
@@ -96,7 +97,7 @@ async function main(): Promise<void> {
       adminToken: config.env.adminToken,
     });
   } catch (error) {
-    fail(`cannot start: ${error instanceof Error ? error.message : String(error)}`);
+    fail(`cannot start: ${messageOf(error)}`);
   }
   let ports: Awaited<ReturnType<ProxyApp['listen']>>;
   try {
@@ -183,10 +184,7 @@ async function main(): Promise<void> {
     try {
       next = loadConfig(process.env);
     } catch (error) {
-      logger.error(
-        { err: { message: error instanceof Error ? error.message : String(error) } },
-        'config reload refused; the running settings stay',
-      );
+      logger.error(errorFields(error), 'config reload refused; the running settings stay');
       return;
     }
     const needsRestart = app.reload(next.file);
@@ -195,10 +193,7 @@ async function main(): Promise<void> {
   // A library that leaks a rejected promise (bottleneck's scripts during a Redis outage can) must
   // not stop a proxy that is serving: logged, loudly, instead of Node's default exit.
   process.on('unhandledRejection', (reason) => {
-    logger.error(
-      { err: { message: reason instanceof Error ? reason.message : String(reason) } },
-      'unhandled rejection',
-    );
+    logger.error(errorFields(reason), 'unhandled rejection');
   });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
@@ -206,5 +201,5 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  fail(`failed to start: ${error instanceof Error ? error.message : String(error)}`);
+  fail(`failed to start: ${messageOf(error)}`);
 });

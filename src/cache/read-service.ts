@@ -105,7 +105,8 @@ const MAX_JOIN_ATTEMPTS = 3;
 const LEASE_ROUNDS = 2;
 const SKIPPED: Fill = { kind: 'skipped' };
 
-function seconds(ms: number): number {
+/** Whole seconds elapsed or left (`Age`, `Cache-Status` `ttl`): rounded down, never overstated. */
+function wholeSeconds(ms: number): number {
   return Math.floor(ms / 1000);
 }
 
@@ -120,7 +121,7 @@ function seconds(ms: number): number {
  * A clock behind another replica's (a negative age) counts as age 0.
  */
 function lifetimeSeconds(entry: CacheEntry): number {
-  return Math.max(0, seconds(entry.freshUntil - entry.storedAt));
+  return Math.max(0, wholeSeconds(entry.freshUntil - entry.storedAt));
 }
 
 function ageSeconds(entry: CacheEntry, at: number): number {
@@ -184,7 +185,12 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   ): ReadOutcome | undefined {
     const at = now();
     if (stale === undefined || at >= stale.freshUntil + policy.staleIfError * 1000) return undefined;
-    return fromEntry(stale, at, { kind: 'stale-if-error', ttl: seconds(stale.freshUntil - at), fwdStatus }, upstreamMs);
+    return fromEntry(
+      stale,
+      at,
+      { kind: 'stale-if-error', ttl: wholeSeconds(stale.freshUntil - at), fwdStatus },
+      upstreamMs,
+    );
   }
 
   /** The entry for a cacheable answer (a well-formed 200, or the 404 of a single record). */
@@ -280,7 +286,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     entry = withPolicy(entry, policy);
     const at = now();
     return at < entry.freshUntil
-      ? fromEntry(entry, at, { kind: 'hit', ttl: seconds(entry.freshUntil - at) })
+      ? fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) })
       : undefined;
   }
 
@@ -363,11 +369,11 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       if (current !== undefined) {
         if (at < current.freshUntil) {
           l1?.set(address.key, current);
-          return fromEntry(current, at, { kind: 'hit', ttl: seconds(current.freshUntil - at) });
+          return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });
         }
         if (at < current.freshUntil + policy.staleWhileRevalidate * 1000) {
           refreshInBackground(request, address, policy, lookup);
-          return fromEntry(current, at, { kind: 'revalidating', ttl: seconds(current.freshUntil - at) });
+          return fromEntry(current, at, { kind: 'revalidating', ttl: wholeSeconds(current.freshUntil - at) });
         }
       }
 

@@ -5,6 +5,7 @@
  * with exit code 0, before anything starts; an unknown option or a stray argument prints the
  * problem and the usage to stderr, exit code 2.
  */
+import { messageOf } from '../errors/proxy-error.js';
 import { PACKAGE_VERSION } from '../platform/package.js';
 
 export interface Command {
@@ -46,7 +47,7 @@ export function parseCommandLine<Parsed extends StandardValues>(
     parsed = parse([...args]);
   } catch (error) {
     // Node's messages name the option and say what is wrong with it; nothing secret is in them.
-    exitWithUsage(command, error instanceof Error ? error.message : String(error));
+    exitWithUsage(command, messageOf(error));
   }
   if (parsed.values.help === true) {
     process.stdout.write(`${command.usage}\n`);

@@ -9,6 +9,7 @@
  * the catalog knows (`--allow-unknown-permissions` mints others on purpose), and every claim checked
  * by the proxy's own claim reader before the token is printed.
  */
+import { messageOf } from '../errors/proxy-error.js';
 import { parseArgs } from 'node:util';
 import { decodeJwt } from 'jose';
 import { ClaimError, DEFAULT_CLAIM_NAMES, isTenantText, principalFromClaims } from '../auth/claims.js';
@@ -127,5 +128,5 @@ async function run(): Promise<void> {
 }
 
 run().catch((error: unknown) => {
-  exitWithUsage(TOKEN_COMMAND, error instanceof Error ? error.message : String(error));
+  exitWithUsage(TOKEN_COMMAND, messageOf(error));
 });

@@ -159,11 +159,14 @@ export class NotAcceptableError extends ProxyError {
   }
 }
 
+/** Which limit refused: a credential's, a company's (the inbound limits), or the upstream's own 429. */
+export type RateLimitPolicy = 'credential' | 'company' | 'upstream';
+
 export class RateLimitedError extends ProxyError {
   readonly code = 'rate_limited';
   constructor(
     readonly retryAfterSeconds: number,
-    readonly policy: string,
+    readonly policy: RateLimitPolicy,
   ) {
     super('Too many requests; retry after the time given.', { 'retry-after': String(retryAfterSeconds) });
   }

@@ -4,9 +4,8 @@
  * a key or a token (README, "What clients see").
  */
 import type { ServerResponse } from 'node:http';
-import { ProxyError } from '../errors/proxy-error.js';
-import { problemType } from '../errors/registry.js';
-import { ERROR_REGISTRY } from '../errors/registry.js';
+import type { ProxyError } from '../errors/proxy-error.js';
+import { ERROR_REGISTRY, problemType } from '../errors/registry.js';
 
 export function problemBody(error: ProxyError, requestId: string): Buffer {
   return Buffer.from(
@@ -51,8 +50,4 @@ export function writeProblem(
   answeredCodes.set(res, error.code);
   res.writeHead(error.status, headers);
   res.end(options.head === true ? undefined : body);
-}
-
-export function isProxyError(value: unknown): value is ProxyError {
-  return value instanceof ProxyError;
 }

@@ -10,12 +10,15 @@
  * Every decision carries the IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11):
  * `RateLimit-Policy` lists both policies; `RateLimit` gives the tighter one's remaining quota.
  */
+import type { RateLimitPolicy } from '../errors/proxy-error.js';
+import { secondsToWait } from './retry-after.js';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Principal } from '../auth/principal.js';
 import type { RedisClient, RedisHealth } from '../platform/redis.js';
 import { LocalWindowLimiter } from './local-window.js';
 
-export type PolicyName = 'credential' | 'company';
+/** The inbound limits' policies: the ones a replica decides itself (not the upstream's 429). */
+export type PolicyName = Exclude<RateLimitPolicy, 'upstream'>;
 
 export interface RatePolicy {
   readonly points: number;
@@ -61,10 +64,6 @@ interface PolicyCount {
   readonly msBeforeNext: number;
 }
 
-function seconds(ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000));
-}
-
 /** Structured-field string: quotes and backslashes escaped (RFC 9651 §3.3.3). */
 function sfString(text: string): string {
   return `"${text.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
@@ -93,9 +92,9 @@ export function verdictOf(counts: readonly [PolicyCount, ...PolicyCount[]], poli
   return {
     allowed: refusing === undefined,
     policyHeader,
-    rateLimitHeader: `${sfString(shown.name)};r=${remaining(shown)};t=${seconds(shown.msBeforeNext)}`,
+    rateLimitHeader: `${sfString(shown.name)};r=${remaining(shown)};t=${secondsToWait(shown.msBeforeNext)}`,
     refusedBy: refusing?.name,
-    retryAfterSeconds: refusing === undefined ? 0 : seconds(refusing.msBeforeNext),
+    retryAfterSeconds: refusing === undefined ? 0 : secondsToWait(refusing.msBeforeNext),
   };
 }
 

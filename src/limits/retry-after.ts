@@ -3,6 +3,14 @@
  * garbage, nothing, or an absurd wait still gets a bounded pause: long enough to stop hammering
  * it, short enough that a typo cannot take a company offline for a day.
  */
+/**
+ * A wait in whole seconds for a client (`Retry-After`, the RateLimit field's `t`): rounded up, so a
+ * client that waits what it is told is never early, and at least 1 (a 0 would invite a retry now).
+ */
+export function secondsToWait(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
 export const DEFAULT_PAUSE_MS = 5_000;
 export const MAX_PAUSE_MS = 600_000;
 const DELAY_SECONDS = /^[0-9]{1,10}$/;

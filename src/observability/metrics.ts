@@ -13,6 +13,7 @@
  * a request measured here, against ~4 ns for a map lookup and two additions (a cache hit costs
  * ~70 µs in all). Everything off the hit path uses prom-client directly.
  */
+import type { RateLimitPolicy } from '../errors/proxy-error.js';
 import { Counter, Gauge, Histogram, type MetricType, Registry, collectDefaultMetrics } from 'prom-client';
 import { PACKAGE_VERSION } from '../platform/package.js';
 import { RESOURCE_NAMES, isResourceName } from '../catalog/resources.js';
@@ -27,7 +28,6 @@ export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
 /** Where a Redis failure happened: the cache store and fills, the inbound limits, the upstream budget, the shared operator state. */
 export type RedisComponent = 'cache' | 'limits' | 'budget' | 'control';
-export type LimitPolicy = 'credential' | 'company' | 'upstream';
 export type CoalesceScope = 'process' | 'replicas';
 /** Why a fill did not reach the upstream: the budget's bound wait, the open breaker, a company's 429 pause. */
 export type UpstreamRefusal = 'budget' | 'breaker' | 'paused';
@@ -41,7 +41,7 @@ export interface Metrics {
   /** A request that waited for another request's fill instead of asking the upstream. */
   coalesced(scope: CoalesceScope): void;
   /** A 429 the proxy answered, by the policy that refused. */
-  rateLimited(policy: LimitPolicy): void;
+  rateLimited(policy: RateLimitPolicy): void;
   redisError(component: RedisComponent): void;
   l1Lookup(hit: boolean): void;
   storeLookup(result: 'hit' | 'stale' | 'miss' | 'unavailable'): void;

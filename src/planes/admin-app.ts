@@ -9,6 +9,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
+import { isTenantText } from '../auth/claims.js';
 import { RESOURCE_NAMES, isResourceName } from '../catalog/resources.js';
 import type { CachePolicies } from '../cache/policy.js';
 import type { ReadService } from '../cache/read-service.js';
@@ -60,12 +61,9 @@ export interface AdminAppOptions {
 /** How long a `jti` revocation given without the token's `exp` is kept: 30 days. */
 const DEFAULT_REVOCATION_SECONDS = 30 * 86_400;
 
-/** The tenant grammar of the claims (README, "Credentials and permissions"): a positive integer, or 1–64 of `[A-Za-z0-9_-]`. */
-const COMPANY = /^[A-Za-z0-9_-]{1,64}$/;
-
 const companyId = z.union([
   z.number().int().positive().max(Number.MAX_SAFE_INTEGER).transform(String),
-  z.string().regex(COMPANY),
+  z.string().refine(isTenantText),
 ]);
 const jtiRevocation = z.strictObject({ jti: z.string().min(1).max(256), exp: z.number().int().positive().optional() });
 const subRevocation = z.strictObject({ sub: z.string().min(1).max(256) });
@@ -92,8 +90,9 @@ function tokenMatches(header: string | undefined, expected: Buffer): boolean {
   return match?.[1] !== undefined && timingSafeEqual(digest(match[1]), expected);
 }
 
+/** A company or employee id in a path: the claims' grammar (README, "Credentials and permissions"). */
 function companyOf(value: string): string | undefined {
-  return COMPANY.test(value) ? value : undefined;
+  return isTenantText(value) ? value : undefined;
 }
 
 /** The first problem of a zod parse, as `invalid_body` pointing at the member (RFC 6901 escaping). */

@@ -6,6 +6,7 @@
  * and the proxy's own key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
  * JWT_AUDIENCE; the development secret when none is set).
  */
+import { messageOf } from '../errors/proxy-error.js';
 import { parseArgs } from 'node:util';
 import type { KeySourceOptions } from '../auth/key-source.js';
 import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from '../cli/command-line.js';
@@ -69,6 +70,6 @@ async function run(): Promise<void> {
 }
 
 run().catch((error: unknown) => {
-  process.stderr.write(`sandbox: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`sandbox: ${messageOf(error)}\n`);
   process.exit(USAGE_EXIT_CODE);
 });

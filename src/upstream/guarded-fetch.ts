@@ -8,7 +8,7 @@
  */
 import { RateLimitedError, UpstreamUnavailableError } from '../errors/proxy-error.js';
 import type { CircuitBreaker } from '../limits/circuit-breaker.js';
-import { pauseFromRetryAfter } from '../limits/retry-after.js';
+import { pauseFromRetryAfter, secondsToWait } from '../limits/retry-after.js';
 import type { UpstreamBudget } from '../limits/upstream-budget.js';
 import type { UpstreamPause } from '../limits/upstream-pause.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -26,10 +26,6 @@ export interface GuardOptions {
   readonly now?: () => number;
 }
 
-function seconds(ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000));
-}
-
 export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
   const { breaker, pause, budget, metrics } = options;
   const now = options.now ?? Date.now;
@@ -40,7 +36,7 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
       metrics?.upstreamRefused('paused');
       return {
         kind: 'failure',
-        error: new RateLimitedError(seconds(paused.retryAfterMs), 'upstream'),
+        error: new RateLimitedError(secondsToWait(paused.retryAfterMs), 'upstream'),
         fwdStatus: 429,
         upstreamMs: 0,
       };
@@ -50,7 +46,7 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
       metrics?.upstreamRefused('breaker');
       return {
         kind: 'failure',
-        error: new UpstreamUnavailableError(seconds(admitted.retryAfterMs)),
+        error: new UpstreamUnavailableError(secondsToWait(admitted.retryAfterMs)),
         fwdStatus: 503,
         upstreamMs: 0,
       };

@@ -94,3 +94,17 @@ export async function startReplicas(
   const configFile = replicaConfig(configYaml);
   return Promise.all(Array.from({ length: count }, () => startReplica({ ...env, CONFIG_FILE: configFile })));
 }
+
+/**
+ * The `rateLimit` section for suites about something else than the inbound limits: limits no
+ * suite meets, and the replica count each one's local share is computed for.
+ */
+export function unmetLimits(replicas: number): string {
+  return [
+    'rateLimit:',
+    '  perCredential: { points: 10000000, duration: 60 }',
+    '  perCompany: { points: 10000000, duration: 60 }',
+    `  replicas: ${String(replicas)}`,
+    '',
+  ].join('\n');
+}

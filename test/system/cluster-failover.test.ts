@@ -14,7 +14,7 @@ import { startSandbox, upstreamTarget } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
-import { type Replica, startReplicas } from '../helpers/replicas.js';
+import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
 import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'cluster failover: thirty-two bytes at least, surely';
@@ -48,11 +48,7 @@ beforeAll(async () => {
       'cache:',
       '  defaults: { ttl: 300, staleWhileRevalidate: 300, staleIfError: 600, notFoundTtl: 10 }',
       '  resources: { movements: { ttl: 300 } }',
-      'rateLimit:',
-      '  perCredential: { points: 10000000, duration: 60 }',
-      '  perCompany: { points: 10000000, duration: 60 }',
-      '  replicas: 3',
-      '',
+      unmetLimits(3),
     ].join('\n'),
   );
   for (const company of COMPANIES) {

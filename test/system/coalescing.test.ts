@@ -11,7 +11,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
-import { type Replica, startReplicas } from '../helpers/replicas.js';
+import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'coalescing exactly once: thirty-two bytes at least';
@@ -27,11 +27,7 @@ describe.each(REDIS_TOPOLOGIES)('coalescing across 3 replicas (%s Redis)', (topo
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
-    replicas = await startReplicas(
-      3,
-      { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env },
-      'rateLimit:\n  perCredential: { points: 10000000, duration: 60 }\n  perCompany: { points: 10000000, duration: 60 }\n  replicas: 3\n',
-    );
+    replicas = await startReplicas(3, { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env }, unmetLimits(3));
   });
 
   afterAll(async () => {

@@ -16,19 +16,13 @@ import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { type RawResponse, getWithToken, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { type Replica, type ReplicaEnv, replicaConfig, startReplica, until } from '../helpers/replicas.js';
+import { type Replica, type ReplicaEnv, replicaConfig, startReplica, until, unmetLimits } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'operator state durability: thirty-two bytes at least';
 const ADMIN = 'the admin token of the durability suite';
 const TARGET = `${API_PREFIX}/receipts?per_page=3`;
-const CONFIG = [
-  'rateLimit:',
-  '  perCredential: { points: 10000000, duration: 60 }',
-  '  perCompany: { points: 10000000, duration: 60 }',
-  '  replicas: 3',
-  '',
-].join('\n');
+const CONFIG = unmetLimits(3);
 
 function admin(base: string, method: string, path: string, body?: unknown): Promise<RawResponse> {
   return send(base, path, {

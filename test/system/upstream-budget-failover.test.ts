@@ -13,7 +13,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { closedLoop } from '../helpers/load.js';
-import { type Replica, startReplicas } from '../helpers/replicas.js';
+import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
 import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'upstream budget failover: thirty-two bytes at least';
@@ -54,11 +54,7 @@ beforeAll(async () => {
     { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env },
     [
       `upstream: { maxConcurrent: 5, maxPerSecond: ${String(MAX_PER_SECOND)}, maxQueueWait: 2, timeout: ${String(TIMEOUT_SECONDS)} }`,
-      'rateLimit:',
-      '  perCredential: { points: 10000000, duration: 60 }',
-      '  perCompany: { points: 10000000, duration: 60 }',
-      '  replicas: 3',
-      '',
+      unmetLimits(3),
     ].join('\n'),
   );
 });

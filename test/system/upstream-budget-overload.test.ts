@@ -17,7 +17,7 @@ import { recordFigure, scaleSeconds } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
 import { writeFileSync } from 'node:fs';
-import { type Replica, replicaConfig, startReplica, startReplicas } from '../helpers/replicas.js';
+import { type Replica, replicaConfig, startReplica, startReplicas, unmetLimits } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'upstream budget overload: thirty-two bytes at least';
@@ -58,11 +58,7 @@ describe.each(REDIS_TOPOLOGIES)('the upstream budget under overload (%s Redis)',
       { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env },
       [
         `upstream: { maxConcurrent: ${String(MAX_CONCURRENT)}, maxPerSecond: ${String(MAX_PER_SECOND)}, maxQueueWait: 2 }`,
-        'rateLimit:',
-        '  perCredential: { points: 10000000, duration: 60 }',
-        '  perCompany: { points: 10000000, duration: 60 }',
-        '  replicas: 3',
-        '',
+        unmetLimits(3),
       ].join('\n'),
     );
   });
@@ -145,11 +141,7 @@ describe.each(REDIS_TOPOLOGIES)('the upstream budget under overload (%s Redis)',
     const budget = (maxConcurrent: number, maxPerSecond: number): string =>
       [
         `upstream: { maxConcurrent: ${String(maxConcurrent)}, maxPerSecond: ${String(maxPerSecond)}, maxQueueWait: 2 }`,
-        'rateLimit:',
-        '  perCredential: { points: 10000000, duration: 60 }',
-        '  perCompany: { points: 10000000, duration: 60 }',
-        '  replicas: 3',
-        '',
+        unmetLimits(3),
       ].join('\n');
     // Every replica restarted with lower limits: the ones stored in Redis by the earlier replicas
     // must not survive them.

@@ -9,17 +9,13 @@ import { etagMatches } from '../../http/conditional.js';
 import { chooseCoding } from '../../http/content-coding.js';
 import { writeProblem } from '../../http/problem.js';
 import type { RequestLog } from '../../observability/logger.js';
-import type { LimitPolicy, Metrics } from '../../observability/metrics.js';
+import type { Metrics } from '../../observability/metrics.js';
 import type { Exchange } from './exchange.js';
 
 /** Where the answers are recorded. */
 export interface AnswerRecorders {
   readonly log: RequestLog;
   readonly metrics?: Pick<Metrics, 'request' | 'rateLimited'> | undefined;
-}
-
-function limitPolicyOf(policy: string): LimitPolicy {
-  return policy === 'company' || policy === 'upstream' ? policy : 'credential';
 }
 
 /** The request's log line and metrics, once it is answered. */
@@ -55,7 +51,7 @@ function limitHeaders(ex: Exchange): Record<string, string> {
 
 /** Answers with a problem (RFC 9457); always `true`: the request is answered. */
 export function fail(ex: Exchange, recorders: AnswerRecorders, error: ProxyError): true {
-  if (error instanceof RateLimitedError) recorders.metrics?.rateLimited(limitPolicyOf(error.policy));
+  if (error instanceof RateLimitedError) recorders.metrics?.rateLimited(error.policy);
   writeProblem(ex.res, error, ex.requestId, { head: ex.head, headers: limitHeaders(ex) });
   finish(ex, recorders, error.status, error.code, undefined);
   return true;
