@@ -14,7 +14,7 @@
  *   429          a third proxy refusing every request of one credential
  *   stored bytes Redis bytes per stored page
  *   coalescing   500 cold requests for one key over both proxies
- *   breakdown    a hit's microseconds in process (bench/hit-breakdown.ts)
+ *   breakdown    a hit's microseconds in process, step by step of the request flow (bench/hit-breakdown.ts)
  *
  * and prints the targets with their verdicts, the Markdown lines for the README, and a
  * `BENCH_RESULT {json}` line. Servers run on CPU 0, everything else on CPU 1 (taskset). The exit
@@ -48,6 +48,7 @@ import {
   startRedisServer,
   startSandbox,
 } from './lib/services.js';
+import { breakdownResult } from './hit-breakdown.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
@@ -341,10 +342,9 @@ async function bench(): Promise<number> {
         value_ratio: round(stored.valueRatio, 3),
         raw_bytes: Math.round(stored.rawBytes),
       },
-      breakdown_us: Object.fromEntries([
-        ...Object.entries(breakdown.groups).map(([g, us]) => [g, round(us, 2)]),
-        ['data_plane', round(breakdown.dataPlaneUs, 2)],
-      ]),
+      breakdown_us: Object.fromEntries(
+        Object.entries(breakdownResult(breakdown)).map(([name, us]) => [name, round(us, 2)]),
+      ),
       pass: Object.fromEntries(list.map((v) => [v.target, v.pass ?? null])),
       seconds: Math.round(elapsed),
     })}`,

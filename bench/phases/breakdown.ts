@@ -1,11 +1,15 @@
 /**
  * Where a hit's microseconds go: bench/hit-breakdown.ts in this process, on the server CPU, with
- * the servers stopped, then set against the CPU per hit measured under load.
+ * the servers stopped (the data plane's request flow, step by step), then set against the CPU per
+ * hit measured under load.
  */
 import { type BreakdownReport, formatBreakdown, runHitBreakdown } from '../hit-breakdown.js';
 import { fmt, say } from '../lib/format.js';
 import { CLIENT_CPU, SERVER_CPU, pin } from '../lib/processes.js';
 import type { Page } from './context.js';
+
+/** How many of the costliest steps the summary line names. */
+const LARGEST_STEPS = 5;
 
 export interface BreakdownInput {
   readonly redisUrl: string;
@@ -36,8 +40,8 @@ export async function runBreakdown(input: BreakdownInput): Promise<BreakdownRepo
       `  measured under load: proxy ${fmt(input.proxyUsPerRequest, 1)} µs CPU/req − bare ${fmt(input.bareUsPerRequest, 1)} = ${fmt(gap, 1)} µs per hit beyond the bare server; ` +
         `in-process estimate ${fmt(report.extraOverBaselineUs, 1)} µs`,
     );
-    const ranked = Object.entries(report.groups).sort((a, b) => b[1] - a[1]);
-    say(`  largest groups: ${ranked.map(([group, us]) => `${group} ${fmt(us, 1)} µs`).join(', ')}`);
+    const ranked = [...report.steps].sort((a, b) => b.us - a.us).slice(0, LARGEST_STEPS);
+    say(`  largest steps: ${ranked.map((step) => `${step.name} ${fmt(step.us, 1)} µs`).join(', ')}`);
     return report;
   } finally {
     if (input.pinned) pin(process.pid, CLIENT_CPU);

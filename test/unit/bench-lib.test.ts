@@ -2,11 +2,13 @@
  * The bench's and load test's library where it can be checked without processes: the latency
  * histogram against exact percentiles, medians, the rotation of targets over rounds, Markdown
  * tables, the Lua strings of the wrk script, wrk's summary read into a result, a worker's result
- * read back (NaN survives JSON), and the nginx config template.
+ * read back (NaN survives JSON), the nginx config template, and the hit breakdown's printout and
+ * BENCH_RESULT figures.
  */
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { type BreakdownReport, EXCHANGE_ROW, breakdownResult, formatBreakdown } from '../../bench/hit-breakdown.js';
 import { markdownTable, runStamp } from '../../bench/lib/format.js';
 import { type LoadRequest, parseLoadResult } from '../../bench/lib/load/types.js';
 import { luaString, wrkResult, wrkScript } from '../../bench/lib/load/wrk.js';
@@ -226,5 +228,50 @@ describe('config/nginx-cache.conf', () => {
     expect(() => renderNginxConfig('{{NOPE}}', { dir: '/tmp/run', port: 1, originPort: 2 })).toThrow(
       /unknown placeholder \{\{NOPE\}\}/,
     );
+  });
+});
+
+describe('the hit breakdown’s report', () => {
+  const longName = 'a step whose name is longer than any label the breakdown printed before it';
+  const report: BreakdownReport = {
+    rows: [
+      { section: 'request flow', label: 'exchange (openExchange)', kind: 'step', us: 0.5, medianUs: 0.4 },
+      { section: 'request flow', label: 'inbound limits', kind: 'step', us: 3, medianUs: 2 },
+      { section: 'request flow', label: 'instead: in process', kind: 'detail', us: 0.4, medianUs: 0.4 },
+      { section: 'request flow', label: longName, kind: 'step', us: 1.5, medianUs: 1.5 },
+      { section: 'totals', label: 'Σ steps', kind: 'total', us: 5, medianUs: 3.9 },
+    ],
+    steps: [
+      { name: EXCHANGE_ROW, us: 0.5, medianUs: 0.4 },
+      { name: 'inbound limits', us: 3, medianUs: 2 },
+      { name: longName, us: 1.5, medianUs: 1.5 },
+    ],
+    stepSumUs: 5,
+    dataPlaneUs: 6,
+    baselineWriteUs: 0.5,
+    extraOverBaselineUs: 5.5,
+    storeMissAmortisedUs: undefined,
+    notes: ['steps a hit never reaches (answered before them): after'],
+  };
+
+  it('names the BENCH_RESULT figures after the steps, in their order, then the whole data plane', () => {
+    expect(breakdownResult(report)).toEqual({
+      exchange: 0.5,
+      inbound_limits: 3,
+      a_step_whose_name_is_longer_than_any_label_the_breakdown_printed_before_it: 1.5,
+      data_plane: 6,
+    });
+  });
+
+  it('prints every row under its section, aligned however long a step’s name, with the notes', () => {
+    const lines = formatBreakdown(report).split('\n');
+    expect(lines).toContain('  [request flow]');
+    expect(lines).toContain('  [totals]');
+    const stepLines = lines.filter((line) => /\d%$/.test(line));
+    expect(stepLines).toHaveLength(3); // a share for each step, none for a detail or a total
+    expect(new Set(stepLines.map((line) => line.length)).size).toBe(1);
+    expect(lines.find((line) => line.includes('instead: in process'))).toMatch(/^ {6}instead/);
+    expect(lines).toContain(`  by step (µs): exchange 0.50 · inbound limits 3.00 · ${longName} 1.50`);
+    expect(lines.at(-1)).toBe('  note: steps a hit never reaches (answered before them): after');
   });
 });

@@ -72,6 +72,39 @@ function defect(
   else ex.res.destroy();
 }
 
+/**
+ * The exchange of a request the data plane takes (steps.ts), or `undefined` when the request is
+ * not its own and goes to the fallback plane. Exported for the hit benchmark, which times this
+ * and each step apart (bench/hit-breakdown.ts).
+ */
+export function openExchange(
+  req: IncomingMessage,
+  res: ServerResponse,
+  yieldUnknownResources: boolean,
+): Exchange | undefined {
+  const target = classifyTarget(req.url ?? '');
+  if (target.kind === 'other') return undefined;
+  const api = target.kind === 'api' ? target : undefined;
+  const route = api === undefined ? undefined : resolveRoute(api.path);
+  if (route?.kind === 'unknown' && yieldUnknownResources) return undefined;
+  return {
+    req,
+    res,
+    requestId: requestIdOf(req),
+    startedAt: performance.now(),
+    head: req.method === 'HEAD',
+    target: api === undefined ? undefined : { path: api.path, rawQuery: api.rawQuery },
+    route,
+    loggedPath: route === undefined ? INVALID_TARGET_PATH : loggedPathOf(route, api?.path ?? ''),
+    resource: route !== undefined && route.kind !== 'unknown' ? route.resource.name : undefined,
+    query: undefined,
+    identity: undefined,
+    limits: undefined,
+    read: undefined,
+    outcome: undefined,
+  };
+}
+
 export function createDataPlane(options: DataPlaneOptions): DataPlane {
   const parts: DataPlaneParts = {
     authenticator: options.authenticator,
@@ -85,27 +118,8 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
   };
 
   return function dataPlane(req, res) {
-    const target = classifyTarget(req.url ?? '');
-    if (target.kind === 'other') return false;
-    const api = target.kind === 'api' ? target : undefined;
-    const route = api === undefined ? undefined : resolveRoute(api.path);
-    if (route?.kind === 'unknown' && options.yieldUnknownResources) return false;
-    const ex: Exchange = {
-      req,
-      res,
-      requestId: requestIdOf(req),
-      startedAt: performance.now(),
-      head: req.method === 'HEAD',
-      target: api === undefined ? undefined : { path: api.path, rawQuery: api.rawQuery },
-      route,
-      loggedPath: route === undefined ? INVALID_TARGET_PATH : loggedPathOf(route, api?.path ?? ''),
-      resource: route !== undefined && route.kind !== 'unknown' ? route.resource.name : undefined,
-      query: undefined,
-      identity: undefined,
-      limits: undefined,
-      read: undefined,
-      outcome: undefined,
-    };
+    const ex = openExchange(req, res, options.yieldUnknownResources);
+    if (ex === undefined) return false;
     try {
       const pending = runSteps(ex, parts);
       if (pending !== undefined) pending.catch((error: unknown) => defect(ex, parts, error, options.onDefect));
