@@ -18,20 +18,39 @@ export interface CachePolicy {
   readonly notFoundTtl: number;
 }
 
+/** One resource's settings in the config file: any of the policy, and who shares its entries. */
+export interface ResourcePolicySettings {
+  readonly ttl?: number | undefined;
+  readonly staleWhileRevalidate?: number | undefined;
+  readonly staleIfError?: number | undefined;
+  readonly notFoundTtl?: number | undefined;
+  readonly partition?: Partition | undefined;
+}
+
 /** The cache settings the policies are made of (the config file's `cache`, as far as they go). */
 export interface CacheSettings {
   readonly partition: Partition;
   readonly defaults: CachePolicy;
-  readonly resources: Partial<
-    Record<ResourceName, (Partial<CachePolicy> & { readonly partition?: Partition | undefined }) | undefined>
-  >;
+  readonly resources: Partial<Record<ResourceName, ResourcePolicySettings | undefined>>;
 }
 
 export interface EffectivePolicy extends CachePolicy {
   readonly partition: Partition;
 }
 
-export type PolicyOverrides = Partial<Record<ResourceName, Partial<CachePolicy>>>;
+/** Run-time overrides of a resource's policy, any of its durations. */
+export type PolicyOverride = { readonly [K in keyof CachePolicy]?: number | undefined };
+export type PolicyOverrides = Partial<Record<ResourceName, PolicyOverride | undefined>>;
+
+/** The durations that are given: a layer that leaves one out (or gives `undefined`) keeps the one below. */
+function given(layer: PolicyOverride | undefined): Partial<CachePolicy> {
+  const out: { -readonly [K in keyof CachePolicy]?: number } = {};
+  for (const key of ['ttl', 'staleWhileRevalidate', 'staleIfError', 'notFoundTtl'] as const) {
+    const value = layer?.[key];
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
 
 export class CachePolicies {
   #config: CacheSettings;
@@ -65,8 +84,12 @@ export class CachePolicies {
     const next = new Map<ResourceName, EffectivePolicy>();
     const overrides = this.#overrides();
     for (const name of RESOURCE_NAMES) {
-      const { partition = this.#config.partition, ...fromFile } = this.#config.resources[name] ?? {};
-      next.set(name, Object.freeze({ ...this.#config.defaults, ...fromFile, ...overrides[name], partition }));
+      const fromFile = this.#config.resources[name];
+      const partition = fromFile?.partition ?? this.#config.partition;
+      next.set(
+        name,
+        Object.freeze({ ...this.#config.defaults, ...given(fromFile), ...given(overrides[name]), partition }),
+      );
     }
     this.#effective = next;
   }

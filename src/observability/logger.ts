@@ -28,7 +28,8 @@ export const LOG_LEVELS: readonly LevelWithSilent[] = ['fatal', 'error', 'warn',
  * few KiB of lines, and a stdout that stops reading stalls the process, as a full pipe would anyway.
  */
 export function createLogger(level: LevelWithSilent, destination?: pino.DestinationStream): Logger {
-  const options = { level, base: undefined, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
+  // No pid or hostname on every line: the platform's log shipper knows where a line came from.
+  const options = { level, base: null, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
   return pino(options, destination ?? pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 250 }));
 }
 

@@ -68,9 +68,9 @@ export interface MetricsOptions {
   /** Read on each scrape: entries and bytes of each in-process cache tier. */
   readonly cacheFootprint?: () => readonly CacheFootprint[];
   /** Read on each scrape: seconds since this replica last confirmed its operator state with Redis. */
-  readonly operatorStateAgeSeconds?: () => number;
+  readonly operatorStateAgeSeconds?: (() => number) | undefined;
   /** Read on each scrape: seconds this replica has been without a usable Redis, 0 when connected. */
-  readonly redisDownSeconds?: () => number;
+  readonly redisDownSeconds?: (() => number) | undefined;
 }
 
 /** Latency buckets, seconds: a hit is tens of microseconds, a miss is the upstream's time. */

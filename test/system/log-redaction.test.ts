@@ -8,7 +8,7 @@
  */
 import { once } from 'node:events';
 import { Writable } from 'node:stream';
-import { SignJWT, type JWTPayload } from 'jose';
+import { SignJWT } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
 import { DEV_SECRET, type DevTokenOptions } from '../../src/dev/dev-credentials.js';
@@ -81,9 +81,10 @@ async function canary(options: Partial<DevTokenOptions> = {}): Promise<string> {
 }
 
 /** A hand-built token: for the claims `mintDevToken` cannot spell (expired, not yet valid, no exp). */
-async function handBuilt(payload: JWTPayload, alg = 'HS256'): Promise<string> {
+/** A token signed by hand; a claim given as `undefined` is left out. */
+async function handBuilt(payload: Readonly<Record<string, unknown>>, alg = 'HS256'): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  const claims: JWTPayload = {
+  const claims: Record<string, unknown> = {
     company_id: 1,
     permissions: [...ALL_PERMISSIONS],
     sub: 'canary-hand',
