@@ -62,7 +62,7 @@ export interface UpstreamBudgetOptions extends BudgetSettings {
  * A start that runs this late (a busy event loop, a slow connection) still never makes one window
  * of one second hold more than `maxPerSecond` starts: the spacing is (1 000 + this) / maxPerSecond.
  */
-const RATE_JITTER_MS = 50;
+const RATE_JITTER_MS = 100;
 /** Slots outlive the exchange that holds them by this much before bottleneck frees them. */
 const EXPIRATION_MARGIN_MS = 2_000;
 /** Heartbeats: how soon a capacity change reaches a replica that missed its message. */
@@ -99,6 +99,8 @@ interface Clustered {
    * for that would leave fills unsaved and their leases unreleased.
    */
   readonly health: RedisHealth;
+  /** Until the config's limits are in Redis, the limiter may still hold older ones: not used. */
+  settled: boolean;
 }
 
 export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBudget {
@@ -163,10 +165,14 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
       // limiter's few keys stay (and, without an expiry, are never evicted under volatile-lru).
     });
     limiter.on('error', (error: unknown) => options.onError?.(error));
-    // The config's limits, not the ones a replica started long ago left in Redis.
+    // The config's limits, not the ones a replica started long ago left in Redis; the limiter is
+    // used only once they are there (meanwhile the local share keeps to this replica's part).
     limiter
       .ready()
       .then(() => limiter.updateSettings(storeSettings(current)))
+      .then(() => {
+        target.settled = true;
+      })
       // Bottleneck's start-up is a promise that only its later calls await: if Redis fails before
       // one comes, the rejection would go unhandled.
       .catch((error: unknown) => options.onError?.(error));
@@ -180,7 +186,7 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
         recreateAfter(error, target);
       },
     });
-    const target: Clustered = { limiter, connection, queue, health };
+    const target: Clustered = { limiter, connection, queue, health, settled: false };
     return target;
   }
 
@@ -216,7 +222,7 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
       const target = clustered;
       // The cache's breaker is read for the node that holds the budget's keys: that node failing a
       // lookup is reason enough to keep to the local share at once.
-      if (target?.health.usable() && redis?.sharedHealth.usable(budgetKey) === true) {
+      if (target?.settled === true && target.health.usable() && redis?.sharedHealth.usable(budgetKey) === true) {
         const acquired = await target.queue.acquire(maxWaitMs);
         if (acquired.kind === 'slot') return hold(acquired.slot, job, true);
         if (acquired.kind === 'timeout') return REFUSED;
