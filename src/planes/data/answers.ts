@@ -22,7 +22,7 @@ function limitPolicyOf(policy: string): LimitPolicy {
   return policy === 'company' || policy === 'upstream' ? policy : 'credential';
 }
 
-/** The request's log line and metrics, once it is answered. */
+/** The request's log line, metrics and span, once it is answered. */
 export function finish(
   ex: Exchange,
   recorders: AnswerRecorders,
@@ -31,6 +31,7 @@ export function finish(
   outcome: ReadOutcome | undefined,
 ): void {
   const durationMs = performance.now() - ex.startedAt;
+  ex.trace?.end(status, errorCode, outcome?.cacheResult);
   recorders.metrics?.request(ex.resource, status, outcome?.cacheResult, durationMs / 1000);
   recorders.log({
     requestId: ex.requestId,
