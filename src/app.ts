@@ -35,6 +35,7 @@ import { createUpstreamPause } from './limits/upstream-pause.js';
 import { createHttpLog } from './http/http-log.js';
 import { createRequestLog, errorFields } from './observability/logger.js';
 import { type CacheFootprint, createMetrics } from './observability/metrics.js';
+import type { Tracing } from './observability/tracing.js';
 import { watchRedisDowntime } from './platform/redis-downtime.js';
 import { registerSecret } from './observability/secrets.js';
 import { createUpstreamClient } from './upstream/client.js';
@@ -60,6 +61,11 @@ export interface ProxyAppOptions {
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** Node's process metrics on `/metrics` (default on). */
   readonly processMetrics?: boolean;
+  /**
+   * OpenTelemetry spans for the data plane (README "Tracing"), made by src/observability/
+   * tracing-sdk.ts when an OTLP endpoint is configured; `undefined`: tracing is off.
+   */
+  readonly tracing?: Tracing | undefined;
 }
 
 export interface ListenOptions {
@@ -353,6 +359,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     log: requestLog,
     metrics,
     yieldUnknownResources: passthrough !== undefined,
+    tracing: options.tracing,
     // The message and the stack's first frames: a library error may carry a payload or a key.
     onDefect: (error) =>
       logger.error(

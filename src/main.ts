@@ -12,6 +12,7 @@ import { type ProxyApp, createProxyApp } from './app.js';
 import { DEV_SECRET, mintDevToken } from './dev/dev-credentials.js';
 import { messageOf } from './errors/proxy-error.js';
 import { createLogger, errorFields } from './observability/logger.js';
+import { type TracingRuntime, startTracing } from './observability/tracing-sdk.js';
 import { type Sandbox, createSandbox } from './sandbox/server.js';
 
 const KEY_VARIABLES = 'JWT_JWKS_URL, JWT_PUBLIC_KEY, JWT_PUBLIC_KEY_FILE or JWT_SECRET';
@@ -43,6 +44,10 @@ const PROXY_COMMAND: Command = {
     '                                         after SIGTERM: unready but serving, then the drain',
     `  CONFIG_FILE                            YAML over the built-in defaults (${DEFAULT_CONFIG_FILE})`,
     '  LOG_LEVEL (info)                       fatal, error, warn, info, debug, trace or silent',
+    '  OTEL_EXPORTER_OTLP_ENDPOINT | OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    '                                         OpenTelemetry traces over OTLP/HTTP; unset: no tracing',
+    '  OTEL_SERVICE_NAME (slab-ops-proxy), OTEL_TRACES_SAMPLER (parentbased_always_on),',
+    '  OTEL_TRACES_SAMPLER_ARG (1.0), OTEL_SDK_DISABLED (true: no tracing)',
     'Signals: SIGTERM or SIGINT drain and stop; SIGHUP reads CONFIG_FILE again.',
     'A bad variable or config file stops the start with exit code 2 and names it.',
   ].join('\n'),
@@ -80,6 +85,19 @@ async function main(): Promise<void> {
     fail(`UPSTREAM_URL is set, so tokens must be verified with a real key: set ${KEY_VARIABLES}.`);
   }
 
+  // Only with an OTLP endpoint: otherwise the SDK is never loaded (README "Tracing").
+  let tracing: TracingRuntime | undefined;
+  if (config.env.tracing !== undefined) {
+    try {
+      tracing = await startTracing({
+        ...config.env.tracing,
+        onDiagnostic: (message) => logger.warn({ otel: message }, 'tracing'),
+      });
+    } catch (error) {
+      fail(`cannot start tracing: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
   let app: ProxyApp;
   try {
     app = await createProxyApp({
@@ -95,6 +113,7 @@ async function main(): Promise<void> {
         controlUrl: config.env.controlRedisUrl,
       },
       adminToken: config.env.adminToken,
+      tracing: tracing?.tracing,
     });
   } catch (error) {
     fail(`cannot start: ${messageOf(error)}`);
@@ -172,6 +191,9 @@ async function main(): Promise<void> {
     void app
       .close({ drainMs: plan.drainMs, delayMs: plan.delayMs })
       .then(() => sandbox?.close())
+      // The spans of the last requests, exported before the exit (bounded: a collector that is
+      // down cannot hold the shutdown).
+      .then(() => tracing?.shutdown())
       .then(() => {
         logger.info({ signal }, 'stopped');
         logger.flush();

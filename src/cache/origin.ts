@@ -5,6 +5,7 @@
  */
 import type { Principal } from '../auth/principal.js';
 import type { ProxyError } from '../errors/proxy-error.js';
+import type { RequestTrace } from '../observability/tracing.js';
 import type { CanonicalRead } from '../request/canonical-read.js';
 
 /** One canonical read, for one credential. */
@@ -14,6 +15,8 @@ export interface ReadRequest {
   /** The bearer token, to forward on a miss; never keyed, never stored, never logged. */
   readonly token: string;
   readonly requestId: string;
+  /** The request's trace, while tracing is on: its fill's spans are children of it. */
+  readonly trace?: RequestTrace | undefined;
 }
 
 /** An answer of the origin, as it sent it. */

@@ -20,6 +20,7 @@ export type { ReadRequest };
 import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
 import { type CacheResult, type CacheStatus, cacheResultOf, formatCacheStatus } from './cache-status.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { RequestTrace, StoreLookupResult } from '../observability/tracing.js';
 import type { FillCoordinator } from './coordinator.js';
 import { type CacheEntry, type CodedBody, brotliBody, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
@@ -131,8 +132,8 @@ function ageSeconds(entry: CacheEntry, at: number): number {
 export function createReadService(options: ReadServiceOptions): ReadService {
   const { store, l1, coordinator, policies, keyPrefix, fetch, metrics } = options;
   const now = options.now ?? Date.now;
-  /** One fill per key in this process. */
-  const inflight = new Map<string, Promise<Fill>>();
+  /** One fill per key in this process, with the trace of the request leading it (tracing on). */
+  const inflight = new Map<string, { readonly fill: Promise<Fill>; readonly trace: RequestTrace | undefined }>();
 
   /**
    * Freshness under the policy in force now, not the one at storing time: a run-time TTL override
@@ -228,13 +229,17 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     // them; after two rounds, fetch regardless.
     for (let round = 0; lease === 'held' && round < LEASE_ROUNDS; round++) {
       if (background) return SKIPPED;
+      // The other replica's trace is not known here (nothing carries it through Redis): no link.
+      const waiting = request.trace?.coalescedWait('replicas', undefined);
       await coordinator.waitForFill(address, options.coalesceWaitMs);
       const filled = await store.lookup(address);
       if (isCurrent(filled) && now() < filled.entry.freshUntil) {
+        waiting?.end(true);
         l1?.noteGeneration(tag, filled.generation);
         l1?.set(address.key, filled.entry);
         return { kind: 'entry', entry: filled.entry, stored: false, upstreamMs: undefined, collapsed: true };
       }
+      waiting?.end(false);
       lease = filled.available ? await coordinator.tryLease(address) : 'unavailable';
     }
     try {
@@ -297,12 +302,12 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     policy: EffectivePolicy,
     lookup: StoreLookup,
     background = false,
-  ): { fill: Promise<Fill>; leader: boolean } {
+  ): { fill: Promise<Fill>; leader: boolean; leaderTrace: RequestTrace | undefined } {
     const running = inflight.get(address.key);
-    if (running !== undefined) return { fill: running, leader: false };
+    if (running !== undefined) return { fill: running.fill, leader: false, leaderTrace: running.trace };
     const started = fill(request, address, policy, lookup, background).finally(() => inflight.delete(address.key));
-    inflight.set(address.key, started);
-    return { fill: started, leader: true };
+    inflight.set(address.key, { fill: started, trace: request.trace });
+    return { fill: started, leader: true, leaderTrace: undefined };
   }
 
   function refreshInBackground(
@@ -359,13 +364,20 @@ export function createReadService(options: ReadServiceOptions): ReadService {
 
       // Looked up even while a fill runs: a stale copy is served at once during a background
       // refresh, and is the stale-if-error fallback of a request that joins a fill.
+      const looking = request.trace?.lookup();
       const lookup = await store.lookup(address);
       if (lookup.available) l1?.noteGeneration(tag, lookup.generation);
       const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
       const at = now();
-      metrics?.storeLookup(
-        !lookup.available ? 'unavailable' : current === undefined ? 'miss' : at < current.freshUntil ? 'hit' : 'stale',
-      );
+      const found: StoreLookupResult = !lookup.available
+        ? 'unavailable'
+        : current === undefined
+          ? 'miss'
+          : at < current.freshUntil
+            ? 'hit'
+            : 'stale';
+      looking?.end(found);
+      metrics?.storeLookup(found);
       if (current !== undefined) {
         if (at < current.freshUntil) {
           l1?.set(address.key, current);
@@ -385,8 +397,19 @@ export function createReadService(options: ReadServiceOptions): ReadService {
         fromAnswer(answer);
 
       for (let attempt = 0; ; attempt++) {
-        const { fill: pending, leader } = joinOrLead(request, address, policy, lookup);
-        const result = await pending;
+        const { fill: pending, leader, leaderTrace } = joinOrLead(request, address, policy, lookup);
+        // A follower in this process waits on the leader's fill: its span links to the leader's
+        // request, whose trace holds the upstream exchange (OpenTelemetry links: a causal relation
+        // between traces; the follower's own trace stays its client's).
+        const waiting = leader ? undefined : request.trace?.coalescedWait('process', leaderTrace);
+        let result: Fill;
+        try {
+          result = await pending;
+        } catch (error) {
+          waiting?.end(false);
+          throw error;
+        }
+        waiting?.end(result.kind === 'entry' || result.kind === 'failure');
         if (result.kind === 'entry') {
           const collapsed = !leader || result.collapsed;
           if (collapsed) metrics?.coalesced(leader ? 'replicas' : 'process');

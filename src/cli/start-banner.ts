@@ -1,9 +1,9 @@
 /**
  * What `npm start` says once it serves (README "Operations"): the address, the admin port and
  * whether the operator API is on, the upstream, the cache store the app actually built (in-process,
- * Redis or Redis Cluster) and the key source. The embedded default prints it as text for a person;
+ * Redis or Redis Cluster), the key source and where traces go. The embedded default prints it as text for a person;
  * a production start logs the same facts as one JSON line. Addresses are shown without userinfo
- * or query: a password in `REDIS_URL`, `UPSTREAM_URL` or `JWT_JWKS_URL` is never printed.
+ * or query: a password in `REDIS_URL`, `UPSTREAM_URL`, `JWT_JWKS_URL` or an OTLP endpoint is never printed.
  */
 import type { EnvConfig } from '../config/load.js';
 
@@ -16,6 +16,8 @@ export interface StartFacts {
   readonly upstream: string;
   readonly store: string;
   readonly keys: string;
+  /** `off`, or where spans are exported (README "Tracing"). */
+  readonly tracing: string;
 }
 
 export interface StartFactsInput {
@@ -64,6 +66,13 @@ function describeKeys(input: StartFactsInput): string {
   }
 }
 
+function describeTracing(input: StartFactsInput): string {
+  const tracing = input.env.tracing;
+  if (tracing === undefined) return 'off';
+  const ratio = tracing.sampler.endsWith('traceidratio') ? ` ${String(tracing.samplerRatio)}` : '';
+  return `OTLP/HTTP to ${withoutCredentials(tracing.endpoint)} (service ${tracing.serviceName}, sampler ${tracing.sampler}${ratio})`;
+}
+
 export function startFacts(input: StartFactsInput): StartFacts {
   const host = input.env.host === '0.0.0.0' || input.env.host === '::' ? '127.0.0.1' : input.env.host;
   return {
@@ -76,6 +85,7 @@ export function startFacts(input: StartFactsInput): StartFacts {
       : withoutCredentials(input.upstreamUrl),
     store: describeStore(input),
     keys: describeKeys(input),
+    tracing: describeTracing(input),
   };
 }
 
@@ -90,5 +100,6 @@ export function bannerLines(facts: StartFacts): string[] {
     `  upstream:    ${facts.upstream}`,
     `  cache store: ${facts.store}`,
     `  token keys:  ${facts.keys}`,
+    `  tracing:     ${facts.tracing}`,
   ];
 }

@@ -8,6 +8,13 @@ import { parse as parseYaml } from 'yaml';
 import type { LevelWithSilent } from 'pino';
 import { packageFile } from '../platform/package.js';
 import { LOG_LEVELS } from '../observability/logger.js';
+import {
+  DEFAULT_SAMPLER,
+  DEFAULT_SERVICE_NAME,
+  TRACES_SAMPLERS,
+  type TracesSampler,
+  type TracingSettings,
+} from '../observability/tracing-sdk.js';
 import { BUILT_IN_CONFIG, type FileConfig, configSchema } from './schema.js';
 
 export class ConfigError extends Error {
@@ -44,6 +51,8 @@ export interface EnvConfig {
   readonly drainSeconds: number;
   /** After `SIGTERM`, the client port keeps serving this long (with `/readyz` 503) before the drain. */
   readonly shutdownDelaySeconds: number;
+  /** OpenTelemetry tracing, on only when an OTLP endpoint is set (README "Tracing"). */
+  readonly tracing: TracingSettings | undefined;
 }
 
 export interface Config {
@@ -78,6 +87,12 @@ export const ENV_VARIABLES = [
   'LOG_LEVEL',
   'DRAIN_SECONDS',
   'SHUTDOWN_DELAY_SECONDS',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_SERVICE_NAME',
+  'OTEL_TRACES_SAMPLER',
+  'OTEL_TRACES_SAMPLER_ARG',
+  'OTEL_SDK_DISABLED',
 ] as const;
 
 export type EnvVariable = (typeof ENV_VARIABLES)[number];
@@ -150,6 +165,52 @@ function keySource(env: Env): KeySourceSetting | undefined {
   return undefined;
 }
 
+/** `OTEL_TRACES_SAMPLER_ARG`: a decimal ratio from 0 to 1 (the spec's default 1.0 when unset). */
+const RATIO = /^(?:0(?:\.[0-9]{1,16})?|1(?:\.0{1,16})?|\.[0-9]{1,16})$/;
+/** `OTEL_SERVICE_NAME`: printable, one line. */
+const SERVICE_NAME = /^[\x21-\x7e](?:[\x20-\x7e]{0,126}[\x21-\x7e])?$/;
+
+/**
+ * Where spans go, per the OTLP exporter specification ("Endpoint URLs for OTLP/HTTP"): the
+ * signal-specific `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is, else the base URL
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` with `v1/traces` appended to its path.
+ */
+function tracesEndpoint(env: Env): string | undefined {
+  const specific = httpUrl(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:']);
+  const base = httpUrl(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
+  if (specific !== undefined) return specific;
+  if (base === undefined) return undefined;
+  const url = new URL(base);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/v1/traces`;
+  return url.href;
+}
+
+/**
+ * Tracing is on only with an OTLP endpoint, and off with `OTEL_SDK_DISABLED=true` (the SDK
+ * specification's switch, any case). Unlike the SDK's own defaulting, a bad value stops the start
+ * naming the variable, as every other variable does here.
+ */
+function tracingSettings(env: Env): TracingSettings | undefined {
+  const endpoint = tracesEndpoint(env);
+  const serviceName = nonEmpty(env, 'OTEL_SERVICE_NAME') ?? DEFAULT_SERVICE_NAME;
+  if (!SERVICE_NAME.test(serviceName))
+    throw new ConfigError('OTEL_SERVICE_NAME', 'must be 1-128 printable ASCII characters');
+  const sampler = (nonEmpty(env, 'OTEL_TRACES_SAMPLER') ?? DEFAULT_SAMPLER).trim().toLowerCase();
+  if (!(TRACES_SAMPLERS as readonly string[]).includes(sampler))
+    throw new ConfigError('OTEL_TRACES_SAMPLER', `must be one of ${TRACES_SAMPLERS.join(', ')}`);
+  const ratioText = nonEmpty(env, 'OTEL_TRACES_SAMPLER_ARG')?.trim();
+  if (ratioText !== undefined && !RATIO.test(ratioText))
+    throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', 'must be a ratio from 0 to 1, e.g. 0.25');
+  const disabled = nonEmpty(env, 'OTEL_SDK_DISABLED')?.trim().toLowerCase() === 'true';
+  if (endpoint === undefined || disabled) return undefined;
+  return {
+    endpoint,
+    serviceName,
+    sampler: sampler as TracesSampler,
+    samplerRatio: ratioText === undefined ? 1 : Number(ratioText),
+  };
+}
+
 export function loadEnv(env: Env): EnvConfig {
   const logLevel = nonEmpty(env, 'LOG_LEVEL') ?? 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel))
@@ -192,6 +253,7 @@ export function loadEnv(env: Env): EnvConfig {
     logLevel: logLevel as LevelWithSilent,
     drainSeconds: wholeSeconds(env, 'DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, MAX_DRAIN_SECONDS),
     shutdownDelaySeconds: wholeSeconds(env, 'SHUTDOWN_DELAY_SECONDS', 0, MAX_SHUTDOWN_DELAY_SECONDS),
+    tracing: tracingSettings(env),
   };
 }
 

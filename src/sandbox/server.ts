@@ -2,8 +2,9 @@
  * The sandbox system of record (README, "The sandbox system of record"): a faithful implementation of the seed for the embedded
  * default, the tests, the benchmarks and the load tests. It verifies tokens and permissions with
  * the proxy's own rules, scopes every answer to the token's company, pages by keyset exactly as the
- * seed says, answers 429 above its rate, and, when `control` is on, exposes a fault switch and the
- * count of requests it served.
+ * seed says, answers 429 above its rate, and, when `control` is on, exposes a fault switch, the
+ * count of requests it served, and the trace headers they carried (`traceparent`, `tracestate`,
+ * `X-Request-Id`: how tests see what reaches the upstream).
  *
  * Query parsing deliberately does not reuse the proxy's canonicaliser: it reads the query the way
  * an ordinary server does (WHATWG URLSearchParams), so that the conformance suite compares two
@@ -53,6 +54,20 @@ export interface SandboxStats {
   byTarget: Record<string, number>;
 }
 
+/**
+ * What an API request carried that tests check (control on only): W3C Trace Context and the
+ * request id. Never the credential, nor any other header.
+ */
+export interface ReceivedRequest {
+  readonly target: string;
+  readonly traceparent: string | undefined;
+  readonly tracestate: string | undefined;
+  readonly requestId: string | undefined;
+}
+
+/** Received requests kept for `received()`, newest last. */
+const MAX_RECEIVED = 200;
+
 export interface Sandbox {
   readonly server: Server;
   readonly dataset: Dataset;
@@ -61,6 +76,8 @@ export interface Sandbox {
   listen(port?: number, host?: string): Promise<string>;
   readonly url: string;
   stats(): SandboxStats;
+  /** The last API requests' trace headers (control on; else always empty). */
+  received(): ReceivedRequest[];
   resetStats(): void;
   setRateLimit(perSecond: number): void;
   /**
@@ -123,6 +140,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
   const noBlocks = NO_ACCESS_LISTS;
   const faults = new FaultSwitch();
   let stats = emptyStats();
+  let received: ReceivedRequest[] = [];
   let rateLimit = options.rateLimitPerSecond ?? 0;
   let windowSecond = 0;
   let windowCount = 0;
@@ -261,8 +279,21 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     }
   }
 
+  function record(req: IncomingMessage, target: string): void {
+    const one = (value: string | string[] | undefined): string | undefined =>
+      Array.isArray(value) ? value.join(', ') : value;
+    received.push({
+      target,
+      traceparent: one(req.headers.traceparent),
+      tracestate: one(req.headers.tracestate),
+      requestId: one(req.headers['x-request-id']),
+    });
+    if (received.length > MAX_RECEIVED) received = received.slice(-MAX_RECEIVED);
+  }
+
   async function handleApi(req: IncomingMessage, res: ServerResponse, target: string): Promise<void> {
     countRequest(target);
+    if (options.control === true) record(req, target);
     res.on('close', () => {
       stats.inFlight -= 1;
     });
@@ -290,8 +321,10 @@ export function createSandbox(options: SandboxOptions): Sandbox {
   async function handleControl(req: IncomingMessage, res: ServerResponse, action: string): Promise<void> {
     try {
       if (action === 'stats' && req.method === 'GET') return json(res, 200, stats);
+      if (action === 'requests' && req.method === 'GET') return json(res, 200, received);
       if (action === 'reset' && req.method === 'POST') {
         stats = emptyStats();
+        received = [];
         faults.clear();
         return json(res, 200, { ok: true });
       }
@@ -352,8 +385,10 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       return `http://${host}:${listenPort}`;
     },
     stats: () => structuredClone(stats),
+    received: () => [...received],
     resetStats() {
       stats = emptyStats();
+      received = [];
       recentStarts.length = 0;
     },
     setRateLimit(perSecond) {

@@ -49,9 +49,16 @@ export interface UpstreamRequest {
   /** The client's credential, re-spelled `Bearer <token>`. */
   readonly token: string;
   readonly requestId: string;
+  /**
+   * W3C Trace Context for the upstream's spans (README "Tracing"), only while tracing is on: the
+   * request then carries `traceparent` and, when the client sent one, `tracestate` as well.
+   */
+  readonly trace?: { readonly traceparent: string; readonly tracestate: string | undefined } | undefined;
 }
 
 export interface UpstreamClient {
+  /** Where requests go, for the upstream span's `server.address` and `server.port`. */
+  readonly server: { readonly address: string; readonly port: number };
   get(request: UpstreamRequest): Promise<UpstreamAnswer>;
   close(): Promise<void>;
 }
@@ -147,20 +154,25 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
         }
       }
     },
+    server: {
+      address: base.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: base.port === '' ? (base.protocol === 'https:' ? 443 : 80) : Number(base.port),
+    },
     close: () => pool.close(),
   };
 
   async function exchange(request: UpstreamRequest, startedAt: number, deadline: AbortSignal): Promise<UpstreamAnswer> {
-    const response = await pool.request({
-      method: 'GET',
-      path: basePath + request.target,
-      headers: {
-        authorization: `Bearer ${request.token}`,
-        accept: 'application/json',
-        'x-request-id': request.requestId,
-      },
-      signal: deadline,
-    });
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${request.token}`,
+      accept: 'application/json',
+      'x-request-id': request.requestId,
+    };
+    const trace = request.trace;
+    if (trace !== undefined) {
+      headers.traceparent = trace.traceparent;
+      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+    }
+    const response = await pool.request({ method: 'GET', path: basePath + request.target, headers, signal: deadline });
     // From here on an answer has begun: a failure while reading it is never retried.
     let body: Buffer;
     try {

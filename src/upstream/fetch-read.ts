@@ -25,16 +25,29 @@ export function errorForFailure(failure: UpstreamFailure): ProxyError {
 
 /** The origin the cache fetches through: one canonical read, sent to the upstream and judged. */
 export function createUpstreamOrigin(upstream: UpstreamClient): Origin {
-  return async ({ read, token, requestId }) => {
+  return async ({ read, token, requestId, trace }) => {
+    // The CLIENT span covers the exchange alone (the guard's wait for a slot comes before it), and
+    // its W3C traceparent goes upstream, so the upstream's spans are its children.
+    const span = trace?.upstream(read.resource.name, upstream.server);
     let answer: UpstreamAnswer;
     try {
-      answer = await upstream.get({ target: read.upstreamTarget, token, requestId });
+      answer = await upstream.get({ target: read.upstreamTarget, token, requestId, trace: span?.headers });
     } catch (error) {
-      if (!(error instanceof UpstreamFailure)) throw error;
+      if (!(error instanceof UpstreamFailure)) {
+        span?.end({ error: 'defect', ms: 0 });
+        throw error;
+      }
+      span?.end({ error: error.kind, ms: error.elapsedMs });
       const proxyError = errorForFailure(error);
       return { kind: 'failure', error: proxyError, fwdStatus: proxyError.status, upstreamMs: error.elapsedMs };
     }
     const verdict = judgeAnswer(read.kind, answer);
+    // An answer the proxy cannot pass on (malformed, truncated, not an object) is a failure too.
+    span?.end({
+      status: answer.status,
+      ...(verdict.kind === 'bad_gateway' && answer.status < 400 && { error: 'invalid_answer' }),
+      ms: answer.elapsedMs,
+    });
     if (verdict.kind === 'bad_gateway') {
       return {
         kind: 'failure',

@@ -9,6 +9,7 @@ import { mergeOver, validateFileConfig } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG, type FileConfig } from '../../src/config/schema.js';
 import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
+import type { Tracing } from '../../src/observability/tracing.js';
 import { canonicaliseTarget } from '../../src/request/canonical-read.js';
 import { type Sandbox, type SandboxOptions, createSandbox } from '../../src/sandbox/server.js';
 
@@ -64,6 +65,8 @@ export interface StartProxyOptions {
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** Starts the admin port too, with the operator API behind this token. */
   readonly adminToken?: string;
+  /** OpenTelemetry tracing (a test's in-memory exporter, or a real OTLP export). */
+  readonly tracing?: Tracing;
 }
 
 export async function startProxy(options: StartProxyOptions): Promise<ProxyHandle> {
@@ -78,6 +81,7 @@ export async function startProxy(options: StartProxyOptions): Promise<ProxyHandl
     ...(options.now !== undefined && { now: options.now }),
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
     ...(options.adminToken !== undefined && { adminToken: options.adminToken }),
+    ...(options.tracing !== undefined && { tracing: options.tracing }),
   });
   const { port, adminPort } = await app.listen({
     port: 0,

@@ -156,3 +156,54 @@ describe('environment', () => {
     expect(loadEnv({ JWT_ALGORITHMS: 'RS256, ES256' }).jwtAlgorithms).toEqual(['RS256', 'ES256']);
   });
 });
+
+describe('tracing environment (README "Tracing")', () => {
+  it('is off without an OTLP endpoint, whatever else is set', () => {
+    expect(loadEnv({}).tracing).toBeUndefined();
+    expect(loadEnv({ OTEL_SERVICE_NAME: 'edge', OTEL_TRACES_SAMPLER: 'always_on' }).tracing).toBeUndefined();
+  });
+
+  it('appends v1/traces to the base endpoint, and takes the traces endpoint as it is (OTLP/HTTP spec)', () => {
+    expect(loadEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing).toEqual({
+      endpoint: 'http://collector:4318/v1/traces',
+      serviceName: 'slab-ops-proxy',
+      sampler: 'parentbased_always_on',
+      samplerRatio: 1,
+    });
+    expect(loadEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://otel.example/base/' }).tracing?.endpoint).toBe(
+      'https://otel.example/base/v1/traces',
+    );
+    expect(
+      loadEnv({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://traces:9999/custom/path',
+      }).tracing?.endpoint,
+    ).toBe('http://traces:9999/custom/path');
+  });
+
+  it('honours the service name, the sampler and its ratio; OTEL_SDK_DISABLED=true turns it off', () => {
+    const base = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
+    expect(
+      loadEnv({ ...base, OTEL_SERVICE_NAME: 'slab-edge eu', OTEL_TRACES_SAMPLER: 'ParentBased_TraceIdRatio' }).tracing,
+    ).toMatchObject({ serviceName: 'slab-edge eu', sampler: 'parentbased_traceidratio', samplerRatio: 1 });
+    expect(
+      loadEnv({ ...base, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }).tracing,
+    ).toMatchObject({ sampler: 'traceidratio', samplerRatio: 0.25 });
+    expect(loadEnv({ ...base, OTEL_TRACES_SAMPLER_ARG: '0' }).tracing?.samplerRatio).toBe(0);
+    expect(loadEnv({ ...base, OTEL_SDK_DISABLED: 'TRUE' }).tracing).toBeUndefined();
+    expect(loadEnv({ ...base, OTEL_SDK_DISABLED: 'false' }).tracing).toBeDefined();
+  });
+
+  it.each([
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', { OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', { OTEL_EXPORTER_OTLP_ENDPOINT: 'grpc://collector:4317' }],
+    ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'not a url' }],
+    ['OTEL_TRACES_SAMPLER', { OTEL_TRACES_SAMPLER: 'jaeger_remote' }],
+    ['OTEL_TRACES_SAMPLER_ARG', { OTEL_TRACES_SAMPLER_ARG: '1.5' }],
+    ['OTEL_TRACES_SAMPLER_ARG', { OTEL_TRACES_SAMPLER_ARG: '1e-1' }],
+    ['OTEL_TRACES_SAMPLER_ARG', { OTEL_TRACES_SAMPLER_ARG: '-0.1' }],
+    ['OTEL_SERVICE_NAME', { OTEL_SERVICE_NAME: 'line\nbreak' }],
+  ])('a bad %s stops the start, naming it (also while no endpoint is set)', (key, env) => {
+    expect(configErrorKey(() => loadEnv(env))).toBe(key);
+  });
+});

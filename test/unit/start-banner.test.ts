@@ -29,6 +29,7 @@ describe('startFacts', () => {
       upstream: 'the embedded sandbox at http://127.0.0.1:40001',
       store: 'in-process (one replica)',
       keys: 'the development secret (HS256; embedded default only)',
+      tracing: 'off',
     });
   });
 
@@ -76,6 +77,22 @@ describe('startFacts', () => {
       '  upstream:    the embedded sandbox at http://127.0.0.1:40001',
       '  cache store: in-process (one replica)',
       '  token keys:  the development secret (HS256; embedded default only)',
+      '  tracing:     off',
     ]);
+  });
+
+  it('where traces go, without the endpoint credentials, and how they are sampled', () => {
+    const traced = facts({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'https://ingest:otlp-secret@collector.example:4318?api_key=k',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.1',
+    });
+    expect(traced.tracing).toBe(
+      'OTLP/HTTP to https://collector.example:4318/v1/traces (service slab-ops-proxy, sampler parentbased_traceidratio 0.1)',
+    );
+    expect(JSON.stringify(traced)).not.toMatch(/otlp-secret|api_key/);
+    expect(facts({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:4318/v1/traces' }).tracing).toBe(
+      'OTLP/HTTP to http://127.0.0.1:4318/v1/traces (service slab-ops-proxy, sampler parentbased_always_on)',
+    );
   });
 });

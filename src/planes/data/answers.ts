@@ -18,7 +18,7 @@ export interface AnswerRecorders {
   readonly metrics?: Pick<Metrics, 'request' | 'rateLimited'> | undefined;
 }
 
-/** The request's log line and metrics, once it is answered. */
+/** The request's log line, metrics and span, once it is answered. */
 export function finish(
   ex: Exchange,
   recorders: AnswerRecorders,
@@ -27,6 +27,7 @@ export function finish(
   outcome: ReadOutcome | undefined,
 ): void {
   const durationMs = performance.now() - ex.startedAt;
+  ex.trace?.end(status, errorCode, outcome?.cacheResult);
   recorders.metrics?.request(ex.resource, status, outcome?.cacheResult, durationMs / 1000);
   recorders.log({
     requestId: ex.requestId,

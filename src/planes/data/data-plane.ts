@@ -17,6 +17,7 @@ import type { InboundLimiter } from '../../limits/inbound.js';
 import { ID_SEGMENT, loggedPath } from '../../observability/logged-path.js';
 import type { RequestLog } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
+import type { Tracing } from '../../observability/tracing.js';
 import { createCanonicalMemo } from '../../request/memo.js';
 import { type Route, resolveRoute } from '../../request/route.js';
 import { classifyTarget } from '../../request/target.js';
@@ -36,6 +37,8 @@ export interface DataPlaneOptions {
   readonly yieldUnknownResources: boolean;
   /** Told of every defect (an exception no input should cause), for the logs. */
   readonly onDefect?: (error: unknown) => void;
+  /** OpenTelemetry tracing (README "Tracing"); `undefined`: off, and nothing is done for it. */
+  readonly tracing?: Tracing | undefined;
 }
 
 export type DataPlane = (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -55,9 +58,14 @@ const READ_PATHS: ReadonlyMap<string, { readonly list: string; readonly record: 
 );
 
 function loggedPathOf(route: Route, path: string): string {
-  const paths = route.kind === 'list' || route.kind === 'record' ? READ_PATHS.get(route.resource.name) : undefined;
-  if (paths === undefined) return loggedPath(`${API_PREFIX}/${path}`);
-  return route.kind === 'list' ? paths.list : paths.record;
+  return templateOf(route) ?? loggedPath(`${API_PREFIX}/${path}`);
+}
+
+/** A read's route template (`…/receipts`, `…/receipts/{id}`): its log path and its span's `http.route`. */
+function templateOf(route: Route | undefined): string | undefined {
+  if (route?.kind !== 'list' && route?.kind !== 'record') return undefined;
+  const paths = READ_PATHS.get(route.resource.name);
+  return route.kind === 'list' ? paths?.list : paths?.record;
 }
 
 /** A defect, not an input: every input has a defined answer. Still never hang or crash. */
@@ -69,7 +77,11 @@ function defect(
 ): void {
   onDefect?.(error);
   if (!ex.res.headersSent) fail(ex, parts, new InternalError());
-  else ex.res.destroy();
+  else {
+    ex.res.destroy();
+    // Ended already if the answer was finished; else it ends here, as the 500 it became.
+    ex.trace?.end(500, 'internal_error', undefined);
+  }
 }
 
 /**
@@ -81,22 +93,37 @@ export function openExchange(
   req: IncomingMessage,
   res: ServerResponse,
   yieldUnknownResources: boolean,
+  tracing?: Tracing | undefined,
 ): Exchange | undefined {
   const target = classifyTarget(req.url ?? '');
   if (target.kind === 'other') return undefined;
   const api = target.kind === 'api' ? target : undefined;
   const route = api === undefined ? undefined : resolveRoute(api.path);
   if (route?.kind === 'unknown' && yieldUnknownResources) return undefined;
+  const requestId = requestIdOf(req);
+  const resource = route !== undefined && route.kind !== 'unknown' ? route.resource.name : undefined;
   return {
     req,
     res,
-    requestId: requestIdOf(req),
+    requestId,
     startedAt: performance.now(),
     head: req.method === 'HEAD',
     target: api === undefined ? undefined : { path: api.path, rawQuery: api.rawQuery },
     route,
     loggedPath: route === undefined ? INVALID_TARGET_PATH : loggedPathOf(route, api?.path ?? ''),
-    resource: route !== undefined && route.kind !== 'unknown' ? route.resource.name : undefined,
+    resource,
+    // Checked once per request; off, nothing else is done for tracing (no span, no header read).
+    trace:
+      tracing === undefined
+        ? undefined
+        : tracing.startRequest({
+            method: req.method ?? 'GET',
+            route: templateOf(route),
+            resource,
+            requestId,
+            traceparent: req.headers.traceparent,
+            tracestate: req.headers.tracestate,
+          }),
     query: undefined,
     identity: undefined,
     limits: undefined,
@@ -117,8 +144,10 @@ export function createDataPlane(options: DataPlaneOptions): DataPlane {
     metrics: options.metrics,
   };
 
+  const tracing = options.tracing;
+
   return function dataPlane(req, res) {
-    const ex = openExchange(req, res, options.yieldUnknownResources);
+    const ex = openExchange(req, res, options.yieldUnknownResources, tracing);
     if (ex === undefined) return false;
     try {
       const pending = runSteps(ex, parts);

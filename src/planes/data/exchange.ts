@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Authenticated } from '../../auth/authenticate.js';
 import type { ReadOutcome } from '../../cache/read-service.js';
 import type { LimitVerdict } from '../../limits/inbound.js';
+import type { RequestTrace } from '../../observability/tracing.js';
 import type { CanonicalRead } from '../../request/canonical-read.js';
 import type { ParsedQuery } from '../../request/memo.js';
 import type { Route } from '../../request/route.js';
@@ -25,6 +26,8 @@ export interface Exchange {
   readonly loggedPath: string;
   /** The catalog resource, for the log line and the metrics, when the path names one. */
   readonly resource: string | undefined;
+  /** The request's span and its children, while tracing is on (README "Tracing"). */
+  readonly trace: RequestTrace | undefined;
   /** The query's pairs, parsed once (memoised by the raw query). */
   query: ParsedQuery | undefined;
   /** The verified credential. */

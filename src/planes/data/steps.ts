@@ -139,7 +139,13 @@ export function readThroughCache(ex: Exchange, parts: DataPlaneParts): StepResul
   const { read, identity } = ex;
   if (read === undefined || identity === undefined)
     throw new TypeError('the read runs on a canonical read and a credential');
-  const request = { read, principal: identity.principal, token: identity.token, requestId: ex.requestId };
+  const request = {
+    read,
+    principal: identity.principal,
+    token: identity.token,
+    requestId: ex.requestId,
+    trace: ex.trace,
+  };
   const hot = parts.reads.serveHot(request);
   if (hot !== undefined) {
     ex.outcome = hot;
