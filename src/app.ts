@@ -36,6 +36,7 @@ import { createHttpLog } from './http/http-log.js';
 import { createRequestLog, errorFields } from './observability/logger.js';
 import { type CacheFootprint, createMetrics } from './observability/metrics.js';
 import type { Tracing } from './observability/tracing.js';
+import { countReplicas } from './platform/replica-count.js';
 import { watchRedisDowntime } from './platform/redis-downtime.js';
 import { registerSecret } from './observability/secrets.js';
 import { createUpstreamClient } from './upstream/client.js';
@@ -229,6 +230,17 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       ? undefined
       : new RedisHealth(redis.client, { now, onFailure: () => metrics.redisError('cache') });
   const redisDownSeconds = redis === undefined ? undefined : watchRedisDowntime(redis.client, now);
+  // The replicas sharing Redis, counted through it: each one's local share while Redis is unusable.
+  const replicaCount =
+    redis === undefined
+      ? undefined
+      : countReplicas({
+          client: redis.client,
+          prefix: config.cache.keyPrefix,
+          now,
+          onError: (error) => logger.debug(errorFields(error), 'replicas not counted'),
+        });
+  const liveReplicas = replicaCount === undefined ? undefined : () => replicaCount.current();
   const control = createOperatorControl({
     syncIntervalMs: config.control.syncInterval * 1000,
     now,
@@ -256,6 +268,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     perCredential: config.rateLimit.perCredential,
     perCompany: config.rateLimit.perCompany,
     replicas: config.rateLimit.replicas,
+    liveReplicas,
     redis:
       redis === undefined
         ? undefined
@@ -299,6 +312,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     maxConcurrent: config.upstream.maxConcurrent,
     maxPerSecond: config.upstream.maxPerSecond,
     replicas: config.rateLimit.replicas,
+    liveReplicas,
     holdMs: config.upstream.timeout * 1000,
     redis:
       redis === undefined || cacheHealth === undefined
@@ -306,6 +320,13 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
         : { connect: redis.connectBudget, prefix: config.cache.keyPrefix, sharedHealth: cacheHealth },
     onError: (error) => logger.debug(errorFields(error), 'upstream budget error'),
     onRedisFailure: () => metrics.redisError('budget'),
+  });
+  replicaCount?.onChange(() => {
+    budget
+      .rescale()
+      .catch((error: unknown) =>
+        logger.warn(errorFields(error), 'the local upstream share did not follow the replica count'),
+      );
   });
   const origin = guardOrigin(createUpstreamOrigin(upstream), {
     // An upstream 401 for a token the proxy accepted revokes it in the proxy too (README,
@@ -417,6 +438,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
             upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`,
             cache: cache.store.kind,
             redis: cacheHealth?.state() ?? 'none',
+            // Each replica's share while Redis is unusable is 1 / this.
+            replicas: replicaCount?.current() ?? config.rateLimit.replicas,
             operator_state: {
               shared: status.shared,
               entries: status.entries,
@@ -502,6 +525,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       passthrough?.close();
       verifier.close();
       control.close();
+      await replicaCount?.close();
       await budget.close();
       await cache.coordinator.close();
       await cache.store.close();

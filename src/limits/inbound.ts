@@ -28,8 +28,13 @@ export interface RatePolicy {
 export interface InboundLimitsOptions {
   readonly perCredential: RatePolicy;
   readonly perCompany: RatePolicy;
-  /** Replicas sharing the limits: each one's fallback share is `points / replicas`. */
+  /**
+   * Replicas sharing the limits: each one's fallback share is `points / replicas`. The configured
+   * number, until the replicas have been counted (`liveReplicas`).
+   */
   readonly replicas: number;
+  /** The replicas counted through Redis, when they have been (src/platform/replica-count.ts). */
+  readonly liveReplicas?: (() => number | undefined) | undefined;
   readonly redis?:
     | {
         readonly client: RedisClient;
@@ -118,13 +123,15 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   const { perCredential, perCompany, replicas } = options;
   if (!Number.isInteger(replicas) || replicas < 1) throw new TypeError('rateLimit.replicas must be a positive integer');
   const policyHeader = formatPolicyHeader(perCredential, perCompany);
-  const shareOf = (policy: RatePolicy): number => Math.max(1, Math.floor(policy.points / replicas));
+  const replicasNow = (): number => options.liveReplicas?.() ?? replicas;
+  const shareOf = (policy: RatePolicy): number => Math.max(1, Math.floor(policy.points / replicasNow()));
   const clock = options.now === undefined ? {} : { now: options.now };
-  // The local windows hold this replica's share only when a shared count exists elsewhere.
-  const localPoints =
-    options.redis === undefined
-      ? { credential: perCredential.points, company: perCompany.points }
-      : { credential: shareOf(perCredential), company: shareOf(perCompany) };
+  // The local windows hold this replica's share only when a shared count exists elsewhere; the
+  // share follows the replicas counted last, read when a decision is made here (Redis unusable).
+  const localPoints = (name: PolicyName): number => {
+    const policy = name === 'credential' ? perCredential : perCompany;
+    return options.redis === undefined ? policy.points : shareOf(policy);
+  };
   const local = {
     credential: new LocalWindowLimiter(perCredential.duration, clock),
     company: new LocalWindowLimiter(perCompany.duration, clock),
@@ -134,13 +141,13 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
     const keys = keysOf(principal);
     const credential: PolicyCount = {
       name: 'credential',
-      points: localPoints.credential,
+      points: localPoints('credential'),
       ...local.credential.consume(keys.credential),
     };
     // A credential over its own limit does not spend its company's allowance (and its colleagues').
     if (credential.consumed > credential.points) return verdictOf([credential], policyHeader);
     return verdictOf(
-      [credential, { name: 'company', points: localPoints.company, ...local.company.consume(keys.company) }],
+      [credential, { name: 'company', points: localPoints('company'), ...local.company.consume(keys.company) }],
       policyHeader,
     );
   }
@@ -181,7 +188,7 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   // A replica can hold up to two batches unspent (the rest of one, and the next, reserved ahead):
   // a sixteenth of the allowance per replica keeps what idle replicas strand under an eighth.
   const batchOf = (policy: RatePolicy): number =>
-    Math.max(1, Math.min(100, Math.floor(policy.points / (replicas * 16))));
+    Math.max(1, Math.min(100, Math.floor(policy.points / (replicasNow() * 16))));
   const MAX_LEASES = 100_000;
   /** Whether a policy's leases are refilled ahead: only when its batches exceed one point. */
   const refillsAhead = { credential: batchOf(perCredential) > 1, company: batchOf(perCompany) > 1 };

@@ -34,11 +34,15 @@ export interface UpstreamBudget {
   apply(settings: BudgetSettings): Promise<void>;
   /** Requests of this replica waiting for a slot now. */
   waiting(): number;
+  /** The replicas were counted anew: this replica's local share follows. */
+  rescale(): Promise<void>;
   close(): Promise<void>;
 }
 
 export interface UpstreamBudgetOptions extends BudgetSettings {
   readonly replicas: number;
+  /** The replicas counted through Redis, when they have been: the local share follows them. */
+  readonly liveReplicas?: (() => number | undefined) | undefined;
   /** How long a slot may be held at most, ms (the upstream deadline): slots expire after it. */
   readonly holdMs: number;
   readonly redis?:
@@ -106,8 +110,8 @@ interface Clustered {
 export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBudget {
   let current: BudgetSettings = { maxConcurrent: options.maxConcurrent, maxPerSecond: options.maxPerSecond };
   const share = (settings: BudgetSettings): BudgetSettings => ({
-    maxConcurrent: Math.max(1, Math.floor(settings.maxConcurrent / options.replicas)),
-    maxPerSecond: Math.max(1, Math.floor(settings.maxPerSecond / options.replicas)),
+    maxConcurrent: Math.max(1, Math.floor(settings.maxConcurrent / (options.liveReplicas?.() ?? options.replicas))),
+    maxPerSecond: Math.max(1, Math.floor(settings.maxPerSecond / (options.liveReplicas?.() ?? options.replicas))),
   });
   const expirationMs = options.holdMs + EXPIRATION_MARGIN_MS;
   const localLimiter = new Bottleneck(storeSettings(share(current)));
@@ -243,6 +247,9 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
       if (target !== undefined) await target.limiter.updateSettings(storeSettings(settings));
     },
     waiting: () => local.waiting + (clustered?.queue.waiting ?? 0),
+    async rescale() {
+      await localLimiter.updateSettings(storeSettings(share(current)));
+    },
     async close() {
       local.close();
       await Promise.all([

@@ -9,7 +9,7 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
-import { getWithToken } from '../helpers/http.js';
+import { getWithToken, send } from '../helpers/http.js';
 import { type Replica, redisOk, startReplicas, until } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
@@ -105,5 +105,35 @@ describe('limits with Redis gone', () => {
     await redis.restart();
     await until(async () => (await redisOk(one)) && (await redisOk(two)), 'both replicas to report redis ok again');
     expect(await burst(one, await tokenFor('back-1'), 12)).toEqual({ 200: 10, 429: 2 });
+  });
+});
+
+describe('the local share follows the replicas counted through Redis', () => {
+  const replicas: Replica[] = [];
+  let redis: SharedRedis | undefined;
+  let sandbox: Sandbox | undefined;
+  beforeAll(async () => {
+    redis = await startSharedRedis('single');
+    sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+    // The config says one replica; three run: the count, not the config, makes the share.
+    const config =
+      'rateLimit:\n  perCredential: { points: 30, duration: 60 }\n  perCompany: { points: 300, duration: 60 }\n  replicas: 1\n';
+    replicas.push(...(await startReplicas(3, { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env }, config)));
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+    await sandbox?.close();
+    await redis?.stop();
+  });
+
+  it('with Redis gone each of 3 replicas allows points / 3, though the config says 1 replica', async () => {
+    const counted = async (replica: Replica): Promise<boolean> => {
+      const ready = await send(replica.adminUrl, '/readyz');
+      return (ready.json() as { replicas?: number }).replicas === 3;
+    };
+    for (const replica of replicas) await until(() => counted(replica), 'every replica to count 3 replicas', 10_000);
+    await redis?.server?.kill();
+    const [one] = replicas as [Replica];
+    expect(await burst(one, await tokenFor('counted-share'), 12)).toEqual({ 200: 10, 429: 2 });
   });
 });
