@@ -29,8 +29,11 @@ export interface TokenVerifierOptions {
 
 export interface TokenVerifier {
   verify(token: string): Promise<Principal>;
-  /** The principal of a token verified recently (the hit path's synchronous check), if any. */
-  cached(token: string): Principal | undefined;
+  /**
+   * The principal of a token verified recently (the hit path's synchronous check), if any, by the
+   * token's digest (`tokenDigest`).
+   */
+  cachedByDigest(digest: string): Principal | undefined;
   close(): void;
 }
 
@@ -123,9 +126,8 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
       cache?.set(digest, principal);
       return principal;
     },
-    cached(token: string): Principal | undefined {
-      if (cache === undefined || token.length > MAX_TOKEN_BYTES) return undefined;
-      return cache.get(tokenDigest(token));
+    cachedByDigest(digest: string): Principal | undefined {
+      return cache?.get(digest);
     },
     close: () => key.close(),
   };

@@ -7,6 +7,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { InvalidRequestError } from '../errors/proxy-error.js';
+import { fieldLines } from './raw-headers.js';
 
 /**
  * `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2): an IP literal in brackets, or a
@@ -17,7 +18,7 @@ const HOST = /^(?:\[[0-9A-Za-z._~!$&'()*+,;=:-]+\]|(?:[A-Za-z0-9._~!$&'()*+,;=-]
 
 /** The 400 this request's Host header deserves, or `undefined` when it is fine. */
 export function hostHeaderProblem(req: IncomingMessage): InvalidRequestError | undefined {
-  const hosts = req.headersDistinct.host;
+  const hosts = fieldLines(req, 'host');
   if (hosts === undefined) {
     // HTTP/1.0 has no Host requirement.
     return req.httpVersionMajor === 1 && req.httpVersionMinor === 0

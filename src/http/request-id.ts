@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { holdsSecret } from '../observability/secrets.js';
+import { fieldValue } from './raw-headers.js';
 
 /** A client's `X-Request-Id` kept as given (also the OpenAPI description's pattern). */
 export const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -18,9 +19,19 @@ export const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  */
 const generated = new WeakMap<IncomingMessage, string>();
 
+/** The client's `X-Request-Id` when it is fit to keep, else `undefined`. */
+export function clientRequestId(req: IncomingMessage): string | undefined {
+  const value = fieldValue(req, 'x-request-id');
+  return value !== undefined && REQUEST_ID.test(value) && !holdsSecret(value) ? value : undefined;
+}
+
+/**
+ * The request's id, the same every time it is asked for. The data plane asks once, as it opens
+ * the exchange that then holds the id (`clientRequestId ?? randomUUID()`, without this map).
+ */
 export function requestIdOf(req: IncomingMessage): string {
-  const value = req.headers['x-request-id'];
-  if (typeof value === 'string' && REQUEST_ID.test(value) && !holdsSecret(value)) return value;
+  const client = clientRequestId(req);
+  if (client !== undefined) return client;
   let id = generated.get(req);
   if (id === undefined) {
     id = randomUUID();

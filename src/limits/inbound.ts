@@ -103,6 +103,11 @@ export function verdictOf(counts: readonly [PolicyCount, ...PolicyCount[]], poli
   };
 }
 
+/** The first batch a replica reserves of a key's points (never more than the largest, below). */
+const FIRST_BATCH = 100;
+/** How long a batch should last at the key's demand: far longer than a Redis round trip under load. */
+const LEASE_TARGET_MS = 100;
+
 /** Keys per principal: principals are reused from the verified-token cache, so this is a lookup. */
 const KEYS = new WeakMap<Principal, { readonly credential: string; readonly company: string }>();
 
@@ -169,11 +174,17 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   const policies = { credential: perCredential, company: perCompany };
 
   /**
-   * Leased points. A replica reserves a small batch of a key's points in one atomic Redis call and
+   * Leased points. A replica reserves a batch of a key's points in one atomic Redis call and
    * spends them here, synchronously: the hit path pays no round trip for most decisions. The
    * total can never pass `points`, since every reservation is counted in Redis; what a replica
-   * reserved and did not spend is lost to the others for the rest of the window, and the batch
-   * (at most points / (replicas × 16), refilled ahead) keeps that under an eighth of the allowance.
+   * reserved and did not spend is lost to the others for the rest of the window. A batch is at most
+   * points / (replicas × 16), and a replica holds at most two (the rest of one, and the next,
+   * reserved ahead), so what idle replicas strand stays under an eighth of the allowance.
+   *
+   * Within that bound a batch follows the key's demand (issue 11): it starts at 100 points and
+   * doubles while each batch lasts less than `LEASE_TARGET_MS`, halving again when one lasts four
+   * times as long. A fixed 100 was spent by one event-loop turn of 32 concurrent hits at 20 000
+   * requests a second before its refill came back, and 40 % of hits then waited for Redis.
    */
   interface Lease {
     left: number;
@@ -182,16 +193,32 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
     readonly resetAt: number;
     /** The key's count in Redis after this reservation (ours included). */
     readonly reservedTotal: number;
+    /** The size of the batch this lease was reserved with, and when it arrived. */
+    readonly batch: number;
+    readonly reservedAt: number;
   }
   const leases = { credential: new Map<string, Lease>(), company: new Map<string, Lease>() };
   const reserving = { credential: new Map<string, Promise<boolean>>(), company: new Map<string, Promise<boolean>>() };
-  // A replica can hold up to two batches unspent (the rest of one, and the next, reserved ahead):
-  // a sixteenth of the allowance per replica keeps what idle replicas strand under an eighth.
-  const batchOf = (policy: RatePolicy): number =>
-    Math.max(1, Math.min(100, Math.floor(policy.points / (replicasNow() * 16))));
+  /** The largest batch: a sixteenth of the replica's share of the allowance. */
+  const largestBatch = (policy: RatePolicy): number => Math.max(1, Math.floor(policy.points / (replicasNow() * 16)));
+  /** The first batch of a key. */
+  const firstBatch = (policy: RatePolicy): number => Math.min(FIRST_BATCH, largestBatch(policy));
+  /** The next batch of a key, from how long its last one lasted. */
+  const nextBatch = (policy: RatePolicy, previous: Lease | undefined, at: number): number => {
+    const first = firstBatch(policy);
+    if (previous === undefined) return first;
+    const lasted = at - previous.reservedAt;
+    const size =
+      lasted < LEASE_TARGET_MS
+        ? previous.batch * 2
+        : lasted > 4 * LEASE_TARGET_MS
+          ? Math.floor(previous.batch / 2)
+          : previous.batch;
+    return Math.max(first, Math.min(size, largestBatch(policy)));
+  };
   const MAX_LEASES = 100_000;
   /** Whether a policy's leases are refilled ahead: only when its batches exceed one point. */
-  const refillsAhead = { credential: batchOf(perCredential) > 1, company: batchOf(perCompany) > 1 };
+  const refillsAhead = { credential: firstBatch(perCredential) > 1, company: firstBatch(perCompany) > 1 };
 
   /** One point from the key's lease: a count, or `undefined` when a reservation is needed. */
   function takeLeased(name: PolicyName, key: string): PolicyCount | undefined {
@@ -228,7 +255,8 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
     const running = reserving[name].get(key);
     if (running !== undefined) return running;
     const policy = policies[name];
-    const size = Math.min(policy.points, Math.max(batchOf(policy), waiting[name].get(key) ?? 1));
+    const batch = nextBatch(policy, leases[name].get(key), now());
+    const size = Math.min(policy.points, Math.max(batch, waiting[name].get(key) ?? 1));
     const started = limiters[name]
       .consume(key, size)
       .then(
@@ -245,12 +273,15 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
         const previous = leases[name].get(key);
         const carried = previous !== undefined && previous.resetAt > now() ? previous.left : 0;
         if (leases[name].size >= MAX_LEASES) leases[name].clear(); // forgetting costs only a reservation
+        const at = now();
         leases[name].set(key, {
           left: carried + Math.max(0, Math.min(size, policy.points - before)),
-          refillBelow: Math.floor(batchOf(policy) / 4),
-          resetAt: now() + res.msBeforeNext,
+          refillBelow: Math.floor(batch / 4),
+          resetAt: at + res.msBeforeNext,
           // What counts is what can be spent: a reservation that crossed the limit is capped at it.
           reservedTotal: Math.min(res.consumedPoints, policy.points),
+          batch,
+          reservedAt: at,
         });
         return true;
       })

@@ -8,6 +8,7 @@ import { NotAcceptableError, type ProxyError, RateLimitedError } from '../../err
 import { etagMatches } from '../../http/conditional.js';
 import { chooseCoding } from '../../http/content-coding.js';
 import { writeProblem } from '../../http/problem.js';
+import { fieldValue } from '../../http/raw-headers.js';
 import type { RequestLog } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
 import type { Exchange } from './exchange.js';
@@ -104,7 +105,7 @@ export function respond(ex: Exchange, recorders: AnswerRecorders, outcome: ReadO
   // entry) is the upstream's identity bytes, not kept.
   const fromEntry = outcome.maxAgeSeconds !== undefined;
   if (fromEntry) {
-    const coding = chooseCoding(ex.req.headers['accept-encoding'], outcome.brotli !== undefined);
+    const coding = chooseCoding(fieldValue(ex.req, 'accept-encoding'), outcome.brotli !== undefined);
     if (coding === undefined) return fail(ex, recorders, new NotAcceptableError());
     // br: the stored bytes as they are; gzip: made once per page and process (README "Content coding").
     const coded =
@@ -128,7 +129,7 @@ export function respond(ex: Exchange, recorders: AnswerRecorders, outcome: ReadO
   // a body. The 304 repeats Cache-Control, ETag, Vary and Age, which a client's cache uses to
   // freshen its copy (RFC 9111 §4.3.4), and no representation metadata such as Content-Type or
   // Content-Encoding (RFC 9110 §15.4.5).
-  if (fromEntry && etag !== undefined && etagMatches(ex.req.headers['if-none-match'], etag)) {
+  if (fromEntry && etag !== undefined && etagMatches(fieldValue(ex.req, 'if-none-match'), etag)) {
     ex.res.writeHead(304, headers);
     ex.res.end();
     finish(ex, recorders, 304, undefined, outcome);

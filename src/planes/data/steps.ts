@@ -27,6 +27,7 @@ import {
   ProxyError,
   RateLimitedError,
 } from '../../errors/proxy-error.js';
+import { fieldLines } from '../../http/raw-headers.js';
 import type { InboundLimiter, LimitVerdict } from '../../limits/inbound.js';
 import type { CanonicalMemo } from '../../request/memo.js';
 import { type AnswerRecorders, fail, finish, respond } from './answers.js';
@@ -79,8 +80,8 @@ function authenticated(ex: Exchange, parts: DataPlaneParts, identity: Authentica
 
 /** The bearer token: from the cache of tokens verified lately at once, else verified (jose). */
 export function authenticate(ex: Exchange, parts: DataPlaneParts): StepResult {
-  const header = ex.req.headersDistinct.authorization;
-  const cached = parts.authenticator.authenticateCached(header);
+  const header = fieldLines(ex.req, 'authorization');
+  const cached = parts.authenticator.authenticateCached(header, ex.req.socket);
   if (cached !== undefined) return authenticated(ex, parts, cached);
   return parts.authenticator.authenticate(header).then((identity) => authenticated(ex, parts, identity));
 }

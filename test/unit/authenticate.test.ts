@@ -1,0 +1,88 @@
+/**
+ * The hit path's authentication (src/auth/authenticate.ts) with real HS256 tokens: the digest kept
+ * with a connection is only ever reused for the same header text, so a connection that changes
+ * tokens gets each token's own principal, or none; revocations still apply on every request.
+ */
+import { Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import type { AccessLists } from '../../src/auth/access-lists.js';
+import { createAuthenticator } from '../../src/auth/authenticate.js';
+import { createTokenVerifier, tokenDigest } from '../../src/auth/verify-token.js';
+import { DEV_SECRET, mintDevToken } from '../../src/dev/dev-credentials.js';
+import { ProxyError } from '../../src/errors/proxy-error.js';
+
+/** Access lists revoking the digests in `revoked` (as an upstream 401 for a token without `jti` does). */
+function listsRevoking(revoked: Set<string>): AccessLists {
+  return {
+    isRevoked: () => false,
+    isTokenRevoked: (digest) => revoked.has(digest),
+    isCompanyBlocked: () => false,
+    isEmployeeBlocked: () => false,
+  };
+}
+
+async function setup() {
+  const revoked = new Set<string>();
+  const verifier = createTokenVerifier({ keys: { kind: 'secret', secret: DEV_SECRET } });
+  const authenticator = createAuthenticator(verifier, listsRevoking(revoked));
+  const alice = await mintDevToken({ company: 1, subject: 'alice' });
+  const bob = await mintDevToken({ company: 2, subject: 'bob' });
+  // Both verified once, as their first requests would be: the cached path knows them from then on.
+  for (const token of [alice, bob]) {
+    const verified = await authenticator.authenticate([`Bearer ${token}`]);
+    expect(verified).not.toBeInstanceOf(ProxyError);
+  }
+  return { authenticator, alice, bob, revoked };
+}
+
+describe('authentication on the hit path', () => {
+  it('gives each header on one connection its own token’s principal, in any order', async () => {
+    const { authenticator, alice, bob } = await setup();
+    const connection = new Socket();
+    for (const [token, subject, company] of [
+      [alice, 'alice', '1'],
+      [alice, 'alice', '1'],
+      [bob, 'bob', '2'],
+      [alice, 'alice', '1'],
+      [bob, 'bob', '2'],
+      [bob, 'bob', '2'],
+    ] as const) {
+      const identity = authenticator.authenticateCached([`Bearer ${token}`], connection);
+      expect(identity?.principal.subject).toBe(subject);
+      expect(identity?.principal.company).toBe(company);
+      expect(identity?.token).toBe(token);
+    }
+  });
+
+  it('never lends a connection’s last token to a header that differs from it by one character', async () => {
+    const { authenticator, alice } = await setup();
+    const connection = new Socket();
+    expect(authenticator.authenticateCached([`Bearer ${alice}`], connection)?.principal.subject).toBe('alice');
+    const tampered = `${alice.slice(0, -1)}${alice.endsWith('A') ? 'B' : 'A'}`;
+    expect(authenticator.authenticateCached([`Bearer ${tampered}`], connection)).toBeUndefined();
+    // And the full path refuses it.
+    const verdict = await authenticator.authenticate([`Bearer ${tampered}`]);
+    expect(verdict).toBeInstanceOf(ProxyError);
+    expect(verdict instanceof ProxyError ? verdict.code : undefined).toBe('unauthenticated');
+  });
+
+  it('applies a revocation by digest to the very next request of a connection that sent the token before', async () => {
+    const { authenticator, alice, revoked } = await setup();
+    const connection = new Socket();
+    expect(authenticator.authenticateCached([`Bearer ${alice}`], connection)).toBeDefined();
+    revoked.add(tokenDigest(alice));
+    expect(authenticator.authenticateCached([`Bearer ${alice}`], connection)).toBeUndefined();
+    const verdict = await authenticator.authenticate([`Bearer ${alice}`]);
+    expect(verdict instanceof ProxyError ? verdict.code : undefined).toBe('unauthenticated');
+  });
+
+  it('takes the cached path only for one plain Bearer header', async () => {
+    const { authenticator, alice } = await setup();
+    const connection = new Socket();
+    expect(authenticator.authenticateCached(undefined, connection)).toBeUndefined();
+    expect(authenticator.authenticateCached([`Bearer ${alice}`, `Bearer ${alice}`], connection)).toBeUndefined();
+    expect(authenticator.authenticateCached([`bearer ${alice}`], connection)).toBeUndefined();
+    // Without a connection the digest is computed each time, with the same answer.
+    expect(authenticator.authenticateCached([`Bearer ${alice}`])?.principal.subject).toBe('alice');
+  });
+});

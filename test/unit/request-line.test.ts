@@ -1,0 +1,115 @@
+/**
+ * The request line written from a template (src/observability/logger.ts) is the line pino writes
+ * for the same fields, byte for byte but the time, whatever the strings hold (fast-check, fixed
+ * seed): quotes, backslashes, controls, any Unicode; absent fields left out. One deliberate
+ * difference: a lone surrogate is escaped (`\ud800`, as JSON.stringify writes it), where pino
+ * writes it raw and the UTF-8 on the wire turns it into U+FFFD; so the template's line always
+ * parses back to the exact fields.
+ */
+import fc from 'fast-check';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import {
+  type RequestLogFields,
+  createLogger,
+  createRequestLog,
+  requestLineFields,
+} from '../../src/observability/logger.js';
+
+const RUNS = { seed: 20261123, numRuns: 500 };
+/** JSON.stringify's escape of a lone surrogate. */
+const LONE_SURROGATE = /\\ud[89a-f][0-9a-f]{2}/;
+
+/** Lines written to a destination, as text. */
+function collector(): { readonly lines: string[]; readonly destination: { write(line: string): void } } {
+  const lines: string[] = [];
+  return { lines, destination: { write: (line: string) => void lines.push(line) } };
+}
+
+/** The time pino and the template each wrote, set to one value so that the lines compare. */
+function withoutTime(line: string): string {
+  return line.replace(/^\{"level":30,"time":\d+,/, '{"level":30,"time":0,');
+}
+
+const text = fc.oneof(
+  fc.string({ unit: 'binary', maxLength: 40 }),
+  fc.string({ unit: 'grapheme', maxLength: 20 }),
+  fc.constantFrom('"', '\\', '\u0000', '\n', '\u2028', '\ud800', '\udfff', 'x\ud83d\ude00y', '\u007f'),
+);
+const optionalText = fc.option(text, { nil: undefined });
+const fields: fc.Arbitrary<RequestLogFields> = fc.record({
+  requestId: text,
+  method: text,
+  path: text,
+  resource: optionalText,
+  status: fc.integer({ min: 100, max: 599 }),
+  errorCode: optionalText,
+  company: optionalText,
+  subject: optionalText,
+  cache: optionalText,
+  upstreamMs: fc.option(fc.double({ min: 0, max: 1e6, noNaN: true }), { nil: undefined }),
+  durationMs: fc.double({ min: 0, max: 1e6, noNaN: true }),
+});
+
+describe('the request line', () => {
+  it('is the line pino writes for the same fields, for any field values', () => {
+    fc.assert(
+      fc.property(fields, (f) => {
+        const template = collector();
+        createRequestLog(createLogger('info', template.destination))(f);
+        const reference = collector();
+        pino({ level: 'info', base: null }, reference.destination).info(requestLineFields(f));
+        expect(template.lines).toHaveLength(1);
+        const line = template.lines[0] ?? '';
+        if (!LONE_SURROGATE.test(JSON.stringify(f)))
+          expect(withoutTime(line)).toBe(withoutTime(reference.lines[0] ?? ''));
+        // Always JSON whose fields are exactly the request's, in the line's order.
+        const expected = Object.fromEntries(
+          Object.entries(requestLineFields(f)).filter(([, value]) => value !== undefined),
+        );
+        const { level, time, ...parsed } = JSON.parse(line) as Record<string, unknown>;
+        expect(level).toBe(30);
+        expect(typeof time).toBe('number');
+        expect(Object.entries(parsed)).toEqual(Object.entries(expected));
+      }),
+      RUNS,
+    );
+  });
+
+  it('writes nothing below the info level', () => {
+    const quiet = collector();
+    createRequestLog(createLogger('warn', quiet.destination))({
+      requestId: 'r',
+      method: 'GET',
+      path: '/',
+      resource: undefined,
+      status: 200,
+      errorCode: undefined,
+      company: undefined,
+      subject: undefined,
+      cache: undefined,
+      upstreamMs: undefined,
+      durationMs: 1,
+    });
+    expect(quiet.lines).toEqual([]);
+  });
+
+  it('falls back to pino for a logger it did not make, with the same fields', () => {
+    const other = collector();
+    const line: RequestLogFields = {
+      requestId: 'r-1',
+      method: 'GET',
+      path: '/api/slab/v1/operations/receipts',
+      resource: 'receipts',
+      status: 200,
+      errorCode: undefined,
+      company: '1',
+      subject: 'dev',
+      cache: 'hit',
+      upstreamMs: undefined,
+      durationMs: 0.123,
+    };
+    createRequestLog(pino({ level: 'info', base: null }, other.destination))(line);
+    expect(JSON.parse(other.lines[0] ?? '')).toMatchObject({ req_id: 'r-1', cache: 'hit', ms: 0.12 });
+  });
+});
