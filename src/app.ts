@@ -358,6 +358,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     coalesceWaitMs: config.upstream.timeout * 1000 + 1_000,
     metrics,
     purges: cache.purges,
+    refreshAhead: config.cache.refresh.ahead,
+    maxBackgroundRefreshes: config.cache.refresh.maxConcurrent,
     now,
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });

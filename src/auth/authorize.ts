@@ -20,8 +20,10 @@ export const DEFAULT_AUTHORIZATION_POLICY: AuthorizationPolicy = {
   requiredModule: 'slab',
 };
 
-function missingFrom(held: ReadonlySet<string>, required: readonly string[]): string[] {
-  return required.filter((p) => !held.has(p));
+/** The permissions of `required` not in `held`; `undefined` (and no array made) when none are. */
+function missingFrom(held: ReadonlySet<string>, required: readonly string[]): string[] | undefined {
+  for (const permission of required) if (!held.has(permission)) return required.filter((p) => !held.has(p));
+  return undefined;
 }
 
 /** Returns the 403 this principal deserves for this resource, or `undefined` when allowed. */
@@ -42,10 +44,10 @@ export function authorize(
     return new ForbiddenError('module', [policy.requiredModule]);
   }
   const missing = missingFrom(principal.permissions, resource.requiredPermissions);
-  if (missing.length > 0) return new ForbiddenError('permission', missing);
+  if (missing !== undefined) return new ForbiddenError('permission', missing);
   if (employee !== undefined) {
     const employeeMissing = missingFrom(employee.permissions, resource.requiredPermissions);
-    if (employeeMissing.length > 0) return new ForbiddenError('employee', employeeMissing);
+    if (employeeMissing !== undefined) return new ForbiddenError('employee', employeeMissing);
   }
   return undefined;
 }

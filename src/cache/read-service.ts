@@ -6,6 +6,7 @@
  *
  *   L1 hit (fresh, current generation)            → hit
  *   store hit (fresh)                             → hit, into L1
+ *     either, past the page's refresh-ahead point → hit, one background refresh (refresh-ahead.ts)
  *   store stale, within staleWhileRevalidate      → hit (revalidating), one background refresh
  *   otherwise                                     → one fill per key (leader); others collapse
  *     fill: 200 / record 404                      → stored, shared with every waiter
@@ -25,6 +26,8 @@ import type { FillCoordinator } from './coordinator.js';
 import { type CacheEntry, type CodedBody, brotliBody, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
 import { type PurgeBus, createLocalPurgeBus } from './purge-bus.js';
+import { refreshAheadAt, refreshWindowStart } from './refresh-ahead.js';
+import { createTurnGate } from '../platform/turn-gate.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
 import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
 
@@ -99,6 +102,13 @@ export interface ReadServiceOptions {
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** How purges reach the other replicas (default: this process only). */
   readonly purges?: PurgeBus;
+  /**
+   * The last fraction of a page's freshness in which a hit refreshes it in the background, at a
+   * point of its own (refresh-ahead.ts); 0 (the default here): only once stale.
+   */
+  readonly refreshAhead?: number;
+  /** Background refreshes running at once in this process, at most (default: no bound). */
+  readonly maxBackgroundRefreshes?: number;
 }
 
 const MAX_JOIN_ATTEMPTS = 3;
@@ -134,6 +144,16 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   const now = options.now ?? Date.now;
   /** One fill per key in this process, with the trace of the request leading it (tracing on). */
   const inflight = new Map<string, { readonly fill: Promise<Fill>; readonly trace: RequestTrace | undefined }>();
+  const ahead = options.refreshAhead ?? 0;
+  if (!(ahead >= 0 && ahead <= 1)) throw new TypeError('cache.refresh.ahead must be between 0 and 1');
+  const maxBackground = options.maxBackgroundRefreshes ?? Number.POSITIVE_INFINITY;
+  if (!(maxBackground >= 1)) throw new TypeError('cache.refresh.maxConcurrent must be at least 1');
+  /** Background refreshes running (a refresh ahead counts from its store lookup on). */
+  let backgroundRefreshes = 0;
+  /** Keys whose refresh ahead is reading the store, before its fill (if any) is in flight. */
+  const lookingAhead = new Set<string>();
+  /** A background fill's CPU work (validating, hashing, compressing) waits for a turn of its own. */
+  const backgroundTurn = createTurnGate();
 
   /**
    * Freshness under the policy in force now, not the one at storing time: a run-time TTL override
@@ -266,6 +286,9 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       const { answer } = outcome;
       const cacheable = answer.status === 200 || (answer.status === 404 && request.read.kind === 'record');
       if (!cacheable) return { kind: 'private', answer };
+      // A background refresh has no client waiting: its CPU work waits for a turn of its own, so
+      // that a burst of refreshes never holds the hits queued behind it (src/platform/turn-gate.ts).
+      if (background) await backgroundTurn();
       // Without a generation (store unavailable) the answer is still shared, just not kept.
       const entry = entryFor(answer, policy, generation ?? '');
       const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
@@ -280,7 +303,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   }
 
   /** A fresh entry held in this process: the L1 in front of a remote store, or the store itself. */
-  function hotHit(address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
+  function hotHit(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
     let entry: CacheEntry | undefined;
     if (l1 !== undefined) entry = l1.get(address.key, groupTag(address.group));
     else if (store.peek !== undefined) {
@@ -290,9 +313,63 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     if (entry === undefined) return undefined;
     entry = withPolicy(entry, policy);
     const at = now();
-    return at < entry.freshUntil
-      ? fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) })
-      : undefined;
+    if (at >= entry.freshUntil) return undefined;
+    if (dueForRefresh(address.key, entry, at)) refreshAhead(request, address, policy, entry);
+    return fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) });
+  }
+
+  /** Whether a fresh entry is past its refresh-ahead point, with no refresh of it running. */
+  function dueForRefresh(key: string, entry: CacheEntry, at: number): boolean {
+    // The window's start first: most hits are before it, and pay no hash of the key.
+    return (
+      ahead > 0 &&
+      at >= refreshWindowStart(entry.storedAt, entry.freshUntil, ahead) &&
+      at >= refreshAheadAt(key, entry.storedAt, entry.freshUntil, ahead) &&
+      !inflight.has(key) &&
+      !lookingAhead.has(key)
+    );
+  }
+
+  /**
+   * Runs one background refresh, within the bound: none starts while `maxBackgroundRefreshes` run
+   * (the page is still served, fresh or stale, and a later request tries again).
+   */
+  function inBackground(refresh: () => Promise<unknown>): void {
+    if (backgroundRefreshes >= maxBackground) return;
+    backgroundRefreshes += 1;
+    const settled = refresh().then(
+      () => undefined,
+      () => undefined, // a failed refresh leaves the copy it meant to replace; a later request tries again
+    );
+    void settled.finally(() => {
+      backgroundRefreshes -= 1;
+    });
+    options.onBackgroundRefresh?.(settled);
+  }
+
+  /**
+   * Refreshes a fresh entry held in this process ahead of its expiry. The store is read first:
+   * another replica may have refreshed the page already (the copy here is then replaced by its
+   * newer one); else this process leads a background fill, which stands down if another replica
+   * holds the fill lease.
+   */
+  function refreshAhead(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, held: CacheEntry): void {
+    inBackground(async () => {
+      lookingAhead.add(address.key);
+      let lookup: StoreLookup;
+      try {
+        lookup = await store.lookup(address);
+      } finally {
+        lookingAhead.delete(address.key);
+      }
+      if (lookup.available) l1?.noteGeneration(groupTag(address.group), lookup.generation);
+      if (isCurrent(lookup) && lookup.entry.storedAt > held.storedAt) {
+        l1?.set(address.key, lookup.entry);
+        return;
+      }
+      if (inflight.has(address.key)) return;
+      await joinOrLead(request, address, policy, lookup, true).fill;
+    });
   }
 
   /** Joins this key's fill in the process, or leads it. */
@@ -316,12 +393,8 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     policy: EffectivePolicy,
     lookup: StoreLookup,
   ): void {
-    if (inflight.has(address.key)) return;
-    const settled = joinOrLead(request, address, policy, lookup, true).fill.then(
-      () => undefined,
-      () => undefined, // a failed refresh leaves the stale copy; the next request tries again
-    );
-    options.onBackgroundRefresh?.(settled);
+    if (inflight.has(address.key) || lookingAhead.has(address.key)) return;
+    inBackground(() => joinOrLead(request, address, policy, lookup, true).fill);
   }
 
   const purges = options.purges ?? createLocalPurgeBus();
@@ -347,7 +420,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     serveHot(request) {
       const policy = policies.policyFor(request.read.resource.name);
       const address = cacheAddress(keyPrefix, request.read, request.principal, policy.partition);
-      const hot = hotHit(address, policy);
+      const hot = hotHit(request, address, policy);
       // Counted here, where the data plane asks first; `serve` asks again only after a miss.
       if (l1 !== undefined) metrics?.l1Lookup(hot !== undefined);
       return hot;
@@ -359,7 +432,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       const address = cacheAddress(keyPrefix, read, principal, policy.partition);
       const tag = groupTag(address.group);
 
-      const hot = hotHit(address, policy);
+      const hot = hotHit(request, address, policy);
       if (hot !== undefined) return hot;
 
       // Looked up even while a fill runs: a stale copy is served at once during a background
@@ -381,6 +454,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       if (current !== undefined) {
         if (at < current.freshUntil) {
           l1?.set(address.key, current);
+          if (dueForRefresh(address.key, current, at)) refreshInBackground(request, address, policy, lookup);
           return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });
         }
         if (at < current.freshUntil + policy.staleWhileRevalidate * 1000) {

@@ -54,6 +54,13 @@ export const configSchema = z.strictObject({
       maxBytes: z.number().int().min(1024).max(17_179_869_184),
       ttl: z.number().positive().max(60),
     }),
+    /** Background refreshes (src/cache/refresh-ahead.ts). */
+    refresh: z.strictObject({
+      /** The last fraction of a page's freshness in which a hit refreshes it; 0: only once stale. */
+      ahead: z.number().min(0).max(0.5),
+      /** Background refreshes running at once per replica. */
+      maxConcurrent: z.number().int().min(1).max(10_000),
+    }),
   }),
   redis: z.strictObject({
     /** docs/architecture.md#ioredis-defaults-that-hurt-a-cache: only a command timeout bounds a hung Redis; the cache wants it short. */
@@ -118,6 +125,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     },
     memory: { maxBytes: 268_435_456 },
     l1: { maxBytes: 67_108_864, ttl: 1 },
+    refresh: { ahead: 0.1, maxConcurrent: 8 },
   },
   redis: { commandTimeoutMs: 100 },
   rateLimit: {

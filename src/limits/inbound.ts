@@ -74,6 +74,12 @@ function sfString(text: string): string {
   return `"${text.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 }
 
+/** The policies' names as structured-field strings, made once (the `RateLimit` field of every answer names one). */
+const POLICY_NAMES: Readonly<Record<PolicyName, string>> = {
+  credential: sfString('credential'),
+  company: sfString('company'),
+};
+
 export function formatPolicyHeader(perCredential: RatePolicy, perCompany: RatePolicy): string {
   return `${sfString('credential')};q=${perCredential.points};w=${perCredential.duration}, ${sfString('company')};q=${perCompany.points};w=${perCompany.duration}`;
 }
@@ -97,7 +103,7 @@ export function verdictOf(counts: readonly [PolicyCount, ...PolicyCount[]], poli
   return {
     allowed: refusing === undefined,
     policyHeader,
-    rateLimitHeader: `${sfString(shown.name)};r=${remaining(shown)};t=${secondsToWait(shown.msBeforeNext)}`,
+    rateLimitHeader: `${POLICY_NAMES[shown.name]};r=${remaining(shown)};t=${secondsToWait(shown.msBeforeNext)}`,
     refusedBy: refusing?.name,
     retryAfterSeconds: refusing === undefined ? 0 : secondsToWait(refusing.msBeforeNext),
   };

@@ -209,6 +209,50 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     expect(fresh.headers.age).toBe('0');
   });
 
+  it('refresh ahead: a hit late in its freshness is a hit, and refreshes the page once in the background', async () => {
+    await start({ cache: { ...POLICY.cache, refresh: { ahead: 0.5, maxConcurrent: 8 } } });
+    const target = `${P}/stocktakes`;
+    await getWithToken(proxy.url, target, bearer);
+    clock += 4_000; // before the window: the last 5 s of the 10
+    expect(cacheStatus(await getWithToken(proxy.url, target, bearer))).toBe('slab-proxy; hit; ttl=6');
+    expect(refreshes.length).toBe(0);
+    clock += 5_999; // 1 ms before expiry: past every page's own point in the window
+    const late = await Promise.all(Array.from({ length: 5 }, () => getWithToken(proxy.url, target, bearer)));
+    for (const res of late) expect(cacheStatus(res)).toBe('slab-proxy; hit; ttl=0');
+    expect(refreshes.length).toBe(1);
+    await Promise.all(refreshes);
+    expect(upstreamCount(target)).toBe(2);
+    const renewed = await getWithToken(proxy.url, target, bearer);
+    expect(cacheStatus(renewed)).toBe('slab-proxy; hit; ttl=10');
+    expect(renewed.headers.age).toBe('0');
+  });
+
+  it('background refreshes are bounded per replica: beyond the bound a stale page is served and left for a later request', async () => {
+    await start({ cache: { ...POLICY.cache, refresh: { ahead: 0, maxConcurrent: 2 } } });
+    const targets = ['receipts', 'transfers', 'stocktakes', 'remnants', 'fulfilments'].map((name) => `${P}/${name}`);
+    for (const target of targets) await getWithToken(proxy.url, target, bearer);
+    clock += 15_000; // stale, inside stale-while-revalidate
+    sandbox.faults.set({ latencyMs: 300, times: 5 }); // the two refreshes still run for the others
+    const stale = await Promise.all(targets.map((target) => getWithToken(proxy.url, target, bearer)));
+    for (const res of stale) {
+      expect(res.status).toBe(200);
+      expect(cacheStatus(res)).toMatch(/detail=stale-while-revalidate$/);
+    }
+    expect(refreshes.length).toBe(2);
+    await Promise.all(refreshes);
+    expect(targets.reduce((sum, target) => sum + upstreamCount(target), 0)).toBe(targets.length + 2);
+    // The bound freed: the pages left stale are refreshed by later requests, two at a time.
+    sandbox.faults.set({});
+    for (let round = 0; round < 2; round++) {
+      for (const target of targets) await getWithToken(proxy.url, target, bearer);
+      await Promise.all(refreshes);
+    }
+    expect(refreshes.length).toBe(targets.length);
+    expect(targets.reduce((sum, target) => sum + upstreamCount(target), 0)).toBe(targets.length * 2);
+    for (const target of targets)
+      expect(cacheStatus(await getWithToken(proxy.url, target, bearer))).toMatch(/^slab-proxy; hit; ttl=\d+$/);
+  });
+
   it.each([
     ['a 503', { status: 503 }, 503, 'bad_gateway'],
     ['a 500', { status: 500 }, 500, 'bad_gateway'],
