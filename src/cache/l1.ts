@@ -6,27 +6,41 @@
  */
 import { LRUCache } from 'lru-cache';
 import { type CacheEntry, entryBytes } from './entry.js';
+import { keyFraction } from './refresh-ahead.js';
 
 export interface L1Options {
   readonly maxBytes: number;
   readonly ttlMs: number;
+  /** The clock of the copies' lifetimes, for tests (default: `performance`). */
+  readonly clock?: { now(): number };
 }
 
 const ENTRY_OVERHEAD = 256;
+/**
+ * A copy is confirmed against the store (`dueForReread`) at a point of its key's own between half
+ * and a fifth of its L1 lifetime before it would expire: early enough that the read is back long
+ * before, spread so that copies set together are not all read again together.
+ */
+const REREAD_FROM = 0.5;
+const REREAD_BY = 0.2;
 
 export class L1Cache {
   readonly #entries: LRUCache<string, CacheEntry>;
   /** Group tag → the generation last seen for it. */
   readonly #generations = new Map<string, string>();
+  readonly #ttlMs: number;
 
   constructor(options: L1Options) {
     if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024)
       throw new TypeError('cache.l1.maxBytes must be at least 1024');
     if (!(options.ttlMs > 0)) throw new TypeError('cache.l1.ttl must be positive');
+    this.#ttlMs = options.ttlMs;
     this.#entries = new LRUCache({
       maxSize: options.maxBytes,
       ttl: options.ttlMs,
       sizeCalculation: (entry, key) => entryBytes(entry) + key.length + ENTRY_OVERHEAD,
+      // A test's clock is read on every call (the default caches the time for a millisecond).
+      ...(options.clock !== undefined && { perf: options.clock, ttlResolution: 0 }),
     });
   }
 
@@ -34,6 +48,18 @@ export class L1Cache {
     const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
     return this.#generations.get(tag) === entry.generation ? entry : undefined;
+  }
+
+  /**
+   * Whether the copy under `key` is near the end of its L1 lifetime: the read service then reads
+   * the store in the background and sets the copy again, so that a page in steady demand never
+   * drops out of the L1 and none of its hits waits for Redis (issue 11: copies set together
+   * expired together every second, and each of their requests then read and decoded the page).
+   */
+  dueForReread(key: string): boolean {
+    const remaining = this.#entries.getRemainingTTL(key);
+    if (remaining > this.#ttlMs * REREAD_FROM) return false;
+    return remaining <= this.#ttlMs * (REREAD_BY + (REREAD_FROM - REREAD_BY) * keyFraction(key));
   }
 
   set(key: string, entry: CacheEntry): void {

@@ -152,6 +152,21 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   let backgroundRefreshes = 0;
   /** Keys whose refresh ahead is reading the store, before its fill (if any) is in flight. */
   const lookingAhead = new Set<string>();
+  /**
+   * Store reads in flight, per key: the requests that miss the L1 together (its copy of a hot
+   * page expires for all of them at once) share one read and one decoding, instead of each making
+   * its own. Only reads that may be shared go through it: a fill's reads after its lease must see
+   * the store as it is then.
+   */
+  const reading = new Map<string, Promise<StoreLookup>>();
+  function readStore(address: CacheAddress): Promise<StoreLookup> {
+    let pending = reading.get(address.key);
+    if (pending === undefined) {
+      pending = store.lookup(address).finally(() => reading.delete(address.key));
+      reading.set(address.key, pending);
+    }
+    return pending;
+  }
   /** A background fill's CPU work (validating, hashing, compressing) waits for a turn of its own. */
   const backgroundTurn = createTurnGate();
 
@@ -314,8 +329,27 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     entry = withPolicy(entry, policy);
     const at = now();
     if (at >= entry.freshUntil) return undefined;
+    if (l1?.dueForReread(address.key) === true && !reading.has(address.key)) rereadIntoL1(address, policy);
     if (dueForRefresh(address.key, entry, at)) refreshAhead(request, address, policy, entry);
     return fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) });
+  }
+
+  /**
+   * Confirms an L1 copy against the store before the L1 lets it go (l1.ts, `dueForReread`): the
+   * copy is served meanwhile, and replaced by the store's (a newer fill, or the same entry, trusted
+   * for another L1 lifetime), or dropped by a new generation. A hot page then never misses the
+   * L1, and no hit waits for Redis.
+   */
+  function rereadIntoL1(address: CacheAddress, policy: EffectivePolicy): void {
+    readStore(address).then(
+      (lookup) => {
+        if (lookup.available) l1?.noteGeneration(groupTag(address.group), lookup.generation);
+        if (!isCurrent(lookup)) return;
+        const entry = withPolicy(lookup.entry, policy);
+        if (now() < entry.freshUntil) l1?.set(address.key, entry);
+      },
+      () => undefined, // a failed read changes nothing: the copy expires as it would have
+    );
   }
 
   /** Whether a fresh entry is past its refresh-ahead point, with no refresh of it running. */
@@ -358,7 +392,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       lookingAhead.add(address.key);
       let lookup: StoreLookup;
       try {
-        lookup = await store.lookup(address);
+        lookup = await readStore(address);
       } finally {
         lookingAhead.delete(address.key);
       }
@@ -438,7 +472,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       // Looked up even while a fill runs: a stale copy is served at once during a background
       // refresh, and is the stale-if-error fallback of a request that joins a fill.
       const looking = request.trace?.lookup();
-      const lookup = await store.lookup(address);
+      const lookup = await readStore(address);
       if (lookup.available) l1?.noteGeneration(tag, lookup.generation);
       const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
       const at = now();

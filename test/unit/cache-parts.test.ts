@@ -131,6 +131,26 @@ describe('L1', () => {
     expect(l1.get('k', 'tag')).toBeUndefined();
   });
 
+  it('asks for a copy to be read again late in its lifetime, at a point of its key’s own', () => {
+    let at = 1_000;
+    const l1 = new L1Cache({ maxBytes: 16 * 1_048_576, ttlMs: 1_000, clock: { now: () => at } });
+    l1.noteGeneration('tag', 'g1');
+    const keys = Array.from({ length: 200 }, (_, i) => `k${i}`);
+    for (const key of keys) l1.set(key, entry(PAGE, 'g1'));
+    const due = (): number => keys.filter((key) => l1.dueForReread(key)).length;
+    at += 499; // more than half the lifetime left: none
+    expect(due()).toBe(0);
+    at += 151; // 350 ms left: the keys whose point is earlier, not the others
+    expect(due()).toBeGreaterThan(20);
+    expect(due()).toBeLessThan(180);
+    at += 150; // 200 ms left: every key
+    expect(due()).toBe(keys.length);
+    // Set again (read from the store): a whole lifetime once more.
+    for (const key of keys) l1.set(key, entry(PAGE, 'g1'));
+    expect(due()).toBe(0);
+    expect(l1.get('k1', 'tag')).toBeDefined();
+  });
+
   it('is bounded by bytes', () => {
     const l1 = new L1Cache({ maxBytes: PAGE.length * 3, ttlMs: 60_000 });
     l1.noteGeneration('tag', 'g1');

@@ -22,7 +22,10 @@ describe('refresh-ahead points', () => {
     }
     // Ten slices of the window each hold about a tenth of the pages.
     const slices = Array.from({ length: 10 }, () => 0);
-    for (const point of points) slices[Math.min(9, Math.floor((point - start) / 100))] += 1;
+    for (const point of points) {
+      const slice = Math.min(9, Math.floor((point - start) / 100));
+      slices[slice] = (slices[slice] ?? 0) + 1;
+    }
     for (const count of slices) {
       expect(count).toBeGreaterThan(400);
       expect(count).toBeLessThan(600);

@@ -1,0 +1,100 @@
+/**
+ * The L1 in front of a real Redis keeps a page in steady demand: its copy is read from the store
+ * again before it expires (src/cache/l1.ts, `dueForReread`), so that over several L1 lifetimes of
+ * continuous requests the L1 misses once (the first request) and no hit waits for Redis; and
+ * requests that miss the L1 together share one store read.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX } from '../../src/catalog/resources.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
+import { getWithToken, send } from '../helpers/http.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { token } from '../helpers/tokens.js';
+
+const ADMIN_TOKEN = 'l1-reread-admin-token-of-some-length';
+/** L1 lifetimes the steady load lasts. */
+const LIFETIMES = 3;
+const L1_TTL_SECONDS = 0.5;
+
+let redis: RedisServer;
+let sandbox: Sandbox;
+let proxy: ProxyHandle;
+let bearer: string;
+
+/** A counter of the proxy's `/metrics`, by its full series name. */
+async function counter(series: string): Promise<number> {
+  const text = (await send(proxy.adminUrl ?? '', '/metrics')).body.toString('utf8');
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return Number(line?.slice(series.length + 1) ?? Number.NaN);
+}
+
+/** Commands Redis has run of one kind. */
+async function redisCalls(command: string): Promise<number> {
+  const admin = new Redis(redis.url);
+  const stats = await admin.info('commandstats');
+  admin.disconnect();
+  return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+  sandbox = await startSandbox();
+  bearer = await token();
+  proxy = await startProxy({
+    upstreamUrl: sandbox.url,
+    redisUrl: redis.url,
+    adminToken: ADMIN_TOKEN,
+    config: { cache: { defaults: { ttl: 300 }, l1: { ttl: L1_TTL_SECONDS } } },
+  });
+});
+afterAll(async () => {
+  await proxy.close();
+  await sandbox.close();
+  await redis.stop();
+});
+
+describe('the L1 under steady demand', () => {
+  it('keeps a hot page through several of its lifetimes: one L1 miss, one store read per lifetime', async () => {
+    const target = `${API_PREFIX}/receipts?per_page=7`;
+    expect((await getWithToken(proxy.url, target, bearer)).status).toBe(200);
+    const missesBefore = await counter('slab_proxy_l1_lookups_total{result="miss"}');
+    const readsBefore = await redisCalls('mget');
+    const until = Date.now() + LIFETIMES * L1_TTL_SECONDS * 1000;
+    let hits = 0;
+    while (Date.now() < until) {
+      const res = await getWithToken(proxy.url, target, bearer);
+      expect(res.headers['cache-status']).toMatch(/^slab-proxy; hit; ttl=\d+$/);
+      hits += 1;
+    }
+    expect(hits).toBeGreaterThan(LIFETIMES * 10);
+    // Every one of them from the L1: its copy was read again before it expired.
+    expect(await counter('slab_proxy_l1_lookups_total{result="miss"}')).toBe(missesBefore);
+    // About one store read per lifetime (the re-reads), not one per request.
+    const reads = (await redisCalls('mget')) - readsBefore;
+    expect(reads).toBeGreaterThanOrEqual(LIFETIMES - 1);
+    expect(reads).toBeLessThanOrEqual(LIFETIMES + 2);
+    expect(sandbox.stats().served).toBe(1);
+  });
+
+  it('shares one store read among requests that miss the L1 together', async () => {
+    const target = `${API_PREFIX}/transfers?per_page=3`;
+    const other = await startProxy({
+      upstreamUrl: sandbox.url,
+      redisUrl: redis.url,
+      config: { cache: { defaults: { ttl: 300 }, l1: { ttl: L1_TTL_SECONDS } } },
+    });
+    try {
+      // Filled through the first proxy: the second has nothing in its L1.
+      expect((await getWithToken(proxy.url, target, bearer)).status).toBe(200);
+      const readsBefore = await redisCalls('mget');
+      const answers = await Promise.all(Array.from({ length: 20 }, () => getWithToken(other.url, target, bearer)));
+      for (const res of answers) expect(res.headers['cache-status']).toMatch(/^slab-proxy; hit; ttl=\d+$/);
+      // Twenty requests that found the L1 empty together: one read of the store, not twenty.
+      expect((await redisCalls('mget')) - readsBefore).toBeLessThanOrEqual(2);
+    } finally {
+      await other.close();
+    }
+  });
+});
