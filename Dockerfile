@@ -31,4 +31,5 @@ USER node
 EXPOSE 8080 9090
 HEALTHCHECK --interval=10s --timeout=2s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.ADMIN_PORT || 9090) + '/readyz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "dist/main.js"]
+# The runtime flags of src/platform/runtime-flags.ts (a test holds them equal).
+CMD ["node", "--max-semi-space-size=32", "dist/main.js"]

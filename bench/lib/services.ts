@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { freePort } from '../../src/dev/free-port.js';
 import { SERVED_PATH } from '../baseline-server.js';
 import { startRedisCluster } from '../../src/dev/redis-cluster.js';
+import { RUNTIME_NODE_FLAGS } from '../../src/platform/runtime-flags.js';
 import { get, waitReady } from './http.js';
 import { type Launched, ROOT, commandPath, launch, onCleanup } from './processes.js';
 
@@ -147,7 +148,8 @@ export interface ProxyProcess {
 /** A proxy replica (`node dist/main.js`) on free ports, ready when this resolves. */
 export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
   const [port, adminPort] = [await freePort(), await freePort()];
-  const launched = launch(options.name, process.execPath, [...(options.nodeFlags ?? []), 'dist/main.js'], {
+  const flags = [...RUNTIME_NODE_FLAGS, ...(options.nodeFlags ?? [])];
+  const launched = launch(options.name, process.execPath, [...flags, 'dist/main.js'], {
     env: {
       PATH,
       NODE_ENV: 'production',

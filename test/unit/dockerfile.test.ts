@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { RUNTIME_NODE_FLAGS } from '../../src/platform/runtime-flags.js';
 
 const dockerfile = readFileSync('Dockerfile', 'utf8');
 const lines = dockerfile.split('\n').filter((l) => l.trim() !== '' && !l.trim().startsWith('#'));
@@ -38,10 +39,13 @@ describe('Dockerfile', () => {
     for (const match of dockerfile.matchAll(/npm run (\S+)/g)) expect(scripts[match[1] ?? '']).toBeDefined();
     const commands = lines.filter((l) => l.startsWith('CMD '));
     // The runtime stage's command is the last; the load generator's is its stage's.
-    expect(commands.at(-1)).toBe('CMD ["node", "dist/main.js"]');
+    expect(commands.at(-1)).toBe(
+      `CMD ${JSON.stringify(['node', ...RUNTIME_NODE_FLAGS, 'dist/main.js'])}`.replaceAll(',', ', '),
+    );
     expect(commands).toContain('CMD ["node", "dist-bench/bench/loadgen.js"]');
     expect(existsSync('bench/loadgen.ts')).toBe(true);
-    expect(scripts.start).toBe('node dist/main.js');
+    // The shipped runtime flags, wherever the proxy is started (the bench's replicas take them from the same list).
+    expect(scripts.start).toBe(['node', ...RUNTIME_NODE_FLAGS, 'dist/main.js'].join(' '));
     expect(existsSync('src/main.ts')).toBe(true);
   });
 });
