@@ -14,6 +14,8 @@ export const TARGETS = {
   /** The proxy's p99 at full load over 50 pages against nginx's in the same run. */
   p99VersusNginx: 3,
   halfLoadP99Ms: 5,
+  /** A `br` hit's bytes per answer against an identity hit's, over 50 pages. */
+  brBytesRatio: 0.2,
 } as const;
 
 export interface TargetFigures {
@@ -38,6 +40,8 @@ export interface Verdict {
 
 export interface VerdictInput {
   readonly proxy: TargetFigures;
+  /** The proxy's hits with `Accept-Encoding: br`, when measured. */
+  readonly proxyBr?: TargetFigures | undefined;
   readonly nginx: TargetFigures | undefined;
   readonly upstreamDuringHits: number;
   readonly coalesced: { readonly requests: number; readonly upstream: number; readonly pass: boolean };
@@ -50,6 +54,23 @@ export interface VerdictInput {
   };
   /** The closed-loop generator, e.g. "wrk 4.1.0". */
   readonly generator: string;
+}
+
+/**
+ * A `br` hit (the stored bytes as they are, README "Content coding"): its bytes per answer, headers
+ * included, against an identity hit's; and its CPU per hit, no higher than an identity hit's
+ * (judged over 50 pages, where both are measured in the same interleaved rounds).
+ */
+function brVerdict(identity: TargetFigures, br: TargetFigures | undefined): Verdict {
+  const target = `a br hit: ≤ ${String(TARGETS.brBytesRatio)}× an identity hit's bytes, CPU per hit no higher`;
+  if (br === undefined) return { target, figure: 'not measured in this run', pass: undefined };
+  const bytes = br.fiftyPages.bytesPerResponse / identity.fiftyPages.bytesPerResponse;
+  const cpu = br.fiftyPages.usPerRequest / identity.fiftyPages.usPerRequest;
+  return {
+    target,
+    figure: `${fmtInt(br.fiftyPages.bytesPerResponse)} vs ${fmtInt(identity.fiftyPages.bytesPerResponse)} B (${fmt(bytes, 2)}×); ${fmt(br.fiftyPages.usPerRequest, 1)} vs ${fmt(identity.fiftyPages.usPerRequest, 1)} µs CPU (${fmt(cpu, 2)}×)`,
+    pass: bytes <= TARGETS.brBytesRatio && cpu <= 1,
+  };
 }
 
 export function verdicts(input: VerdictInput): Verdict[] {
@@ -81,6 +102,7 @@ export function verdicts(input: VerdictInput): Verdict[] {
       figure: `${fmt(proxy.halfLoadP99Ms)} ms`,
       pass: proxy.halfLoadP99Ms <= TARGETS.halfLoadP99Ms,
     },
+    brVerdict(proxy, input.proxyBr),
     {
       target: 'upstream requests during the hit rounds: 0',
       figure: String(input.upstreamDuringHits),

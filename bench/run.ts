@@ -67,9 +67,11 @@ const HIT_TARGETS: readonly HitTarget[] = [
   { name: 'bare node:http', server: 'bare' },
   { name: 'nginx proxy_cache', server: 'nginx' },
   { name: 'proxy cache hits', server: 'proxy' },
+  { name: 'proxy br hits', server: 'proxy', headers: { 'accept-encoding': 'br' } },
 ];
 const BARE = 'bare node:http';
 const PROXY = 'proxy cache hits';
+const PROXY_BR = 'proxy br hits';
 const NGINX = 'nginx proxy_cache';
 
 /** The hit phase's inbound limits: on, shared through Redis, never refusing. */
@@ -264,6 +266,7 @@ async function bench(): Promise<number> {
   if (proxyRow === undefined) throw new Error('no proxy figures');
   const list = verdicts({
     proxy: proxyRow,
+    proxyBr: figuresOf(PROXY_BR),
     nginx: figuresOf(NGINX),
     upstreamDuringHits,
     coalesced,

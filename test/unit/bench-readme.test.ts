@@ -96,7 +96,8 @@ describe('the bench’s verdicts', () => {
       proxy: target('proxy cache hits', 0.72, 0.65, 3, 4),
       nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1),
     });
-    expect(pass.map((v) => v.pass)).toEqual([true, true, true, true, true, true, true, true]);
+    // The br verdict (fifth) cannot be judged without br hits in the run.
+    expect(pass.map((v) => v.pass)).toEqual([true, true, true, true, undefined, true, true, true, true]);
     expect(pass[0]?.figure).toBe('0.72× (goal met); by CPU per request 0.65×');
     const miss = verdicts({
       ...rest,
@@ -104,8 +105,25 @@ describe('the bench’s verdicts', () => {
       proxy: target('proxy cache hits', 0.55, 0.4, 6, 5.5),
       nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1),
     });
-    expect(miss.map((v) => v.pass)).toEqual([false, false, false, false, false, true, true, true]);
+    expect(miss.map((v) => v.pass)).toEqual([false, false, false, false, undefined, false, true, true, true]);
     expect(miss[2]?.figure).toBe('6.00 vs 1.50 ms (4.0×)');
+  });
+
+  it('judges a br hit by its bytes and its CPU against an identity hit’s', () => {
+    const identity = target('proxy cache hits', 0.6, 0.5, 3, 4);
+    const br = (bytes: number, cpuRatio: number): TargetFigures => {
+      const figures = target('proxy br hits', 0.6, cpuRatio, 3, 4);
+      const fiftyPages = { ...figures.fiftyPages, bytesPerResponse: bytes };
+      return { ...figures, fiftyPages };
+    };
+    const judged = (proxyBr: TargetFigures): boolean | undefined =>
+      verdicts({ ...rest, proxy: identity, proxyBr, nginx: undefined })[4]?.pass;
+    expect(judged(br(1_100, 0.5))).toBe(true); // 0.18× the bytes, the same CPU
+    expect(judged(br(1_500, 0.5))).toBe(false); // 0.25× the bytes
+    expect(judged(br(1_100, 0.45))).toBe(false); // more CPU per hit than identity
+    expect(verdicts({ ...rest, proxy: identity, proxyBr: br(1_100, 0.5), nginx: undefined })[4]?.figure).toBe(
+      '1,100 vs 6,000 B (0.18×); 40.0 vs 40.0 µs CPU (1.00×)',
+    );
   });
 
   it('cannot judge the p99 against nginx without nginx, and says so', () => {
