@@ -4,19 +4,25 @@
  * entries live until min(exp, 60 s); failures are never cached, so a revoked key or a fixed clock
  * takes effect at once. Process memory only, never Redis (README, "Credentials and permissions").
  */
-import { LRUCache } from 'lru-cache';
+import { RecentMap } from '../platform/recent-map.js';
 import type { Principal } from './principal.js';
 
 export interface TokenCacheOptions {
-  /** Most tokens kept (default 10 000). */
+  /** Tokens per generation of the memo (default 10 000; at most twice this held, src/platform/recent-map.ts). */
   readonly maxEntries?: number;
   /** Longest time a verification is trusted, ms (default 60 000). */
   readonly maxAgeMs?: number;
   readonly now?: () => number;
 }
 
+/** A verification, trusted until `until` (ms): the token's `exp` or the cache's bound, whichever is first. */
+interface Verified {
+  readonly principal: Principal;
+  readonly until: number;
+}
+
 export class VerifiedTokenCache {
-  readonly #entries: LRUCache<string, Principal>;
+  readonly #entries: RecentMap<string, Verified>;
   readonly #maxAgeMs: number;
   readonly #now: () => number;
 
@@ -25,23 +31,24 @@ export class VerifiedTokenCache {
     if (!Number.isInteger(maxEntries) || maxEntries < 1) throw new TypeError('maxEntries must be a positive integer');
     this.#maxAgeMs = options.maxAgeMs ?? 60_000;
     this.#now = options.now ?? Date.now;
-    this.#entries = new LRUCache({ max: maxEntries });
+    this.#entries = new RecentMap(maxEntries);
   }
 
   get(digest: string): Principal | undefined {
-    const principal = this.#entries.get(digest);
-    if (principal === undefined) return undefined;
-    // exp is re-checked on every use: the LRU's own clock is only an upper bound.
-    if (principal.expiresAt * 1000 <= this.#now()) {
+    const verified = this.#entries.get(digest);
+    if (verified === undefined) return undefined;
+    // Checked on every use: a token is never trusted past its exp or the bound.
+    if (verified.until <= this.#now()) {
       this.#entries.delete(digest);
       return undefined;
     }
-    return principal;
+    return verified.principal;
   }
 
   set(digest: string, principal: Principal): void {
-    const ttl = Math.min(principal.expiresAt * 1000 - this.#now(), this.#maxAgeMs);
-    if (ttl > 0) this.#entries.set(digest, principal, { ttl });
+    const at = this.#now();
+    const until = Math.min(principal.expiresAt * 1000, at + this.#maxAgeMs);
+    if (until > at) this.#entries.set(digest, { principal, until });
   }
 
   clear(): void {

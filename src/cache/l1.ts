@@ -11,7 +11,7 @@ import { keyFraction } from './refresh-ahead.js';
 export interface L1Options {
   readonly maxBytes: number;
   readonly ttlMs: number;
-  /** The clock of the copies' lifetimes, for tests (default: `performance`). */
+  /** The clock of the copies' lifetimes, in milliseconds (default: `performance`; tests give their own). */
   readonly clock?: { now(): number };
 }
 
@@ -24,30 +24,47 @@ const ENTRY_OVERHEAD = 256;
 const REREAD_FROM = 0.5;
 const REREAD_BY = 0.2;
 
+/** A copy held, with the two instants of its L1 lifetime, fixed when it is set. */
+interface HeldCopy {
+  readonly entry: CacheEntry;
+  /** When the copy is no longer served from here. */
+  readonly expiresAt: number;
+  /** From when `dueForReread` says yes: a point of the key's own (`REREAD_FROM`, `REREAD_BY`). */
+  readonly rereadAt: number;
+}
+
 export class L1Cache {
-  readonly #entries: LRUCache<string, CacheEntry>;
+  /**
+   * An LRU by bytes only: the lifetimes are kept beside each copy and checked here with one clock
+   * read, rather than by lru-cache's own TTL bookkeeping, which cost a hit two lookups and its
+   * clock's upkeep (issue 11).
+   */
+  readonly #entries: LRUCache<string, HeldCopy>;
   /** Group tag → the generation last seen for it. */
   readonly #generations = new Map<string, string>();
   readonly #ttlMs: number;
+  readonly #clock: { now(): number };
 
   constructor(options: L1Options) {
     if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024)
       throw new TypeError('cache.l1.maxBytes must be at least 1024');
     if (!(options.ttlMs > 0)) throw new TypeError('cache.l1.ttl must be positive');
     this.#ttlMs = options.ttlMs;
+    this.#clock = options.clock ?? performance;
     this.#entries = new LRUCache({
       maxSize: options.maxBytes,
-      ttl: options.ttlMs,
-      sizeCalculation: (entry, key) => entryBytes(entry) + key.length + ENTRY_OVERHEAD,
-      // A test's clock is read on every call (the default caches the time for a millisecond).
-      ...(options.clock !== undefined && { perf: options.clock, ttlResolution: 0 }),
+      sizeCalculation: (held, key) => entryBytes(held.entry) + key.length + ENTRY_OVERHEAD,
     });
   }
 
   get(key: string, tag: string): CacheEntry | undefined {
-    const entry = this.#entries.get(key);
-    if (entry === undefined) return undefined;
-    return this.#generations.get(tag) === entry.generation ? entry : undefined;
+    const held = this.#entries.get(key);
+    if (held === undefined) return undefined;
+    if (this.#clock.now() >= held.expiresAt) {
+      this.#entries.delete(key);
+      return undefined;
+    }
+    return this.#generations.get(tag) === held.entry.generation ? held.entry : undefined;
   }
 
   /**
@@ -57,13 +74,16 @@ export class L1Cache {
    * expired together every second, and each of their requests then read and decoded the page).
    */
   dueForReread(key: string): boolean {
-    const remaining = this.#entries.getRemainingTTL(key);
-    if (remaining > this.#ttlMs * REREAD_FROM) return false;
-    return remaining <= this.#ttlMs * (REREAD_BY + (REREAD_FROM - REREAD_BY) * keyFraction(key));
+    const held = this.#entries.peek(key);
+    return held !== undefined && this.#clock.now() >= held.rereadAt;
   }
 
   set(key: string, entry: CacheEntry): void {
-    this.#entries.set(key, entry);
+    const at = this.#clock.now();
+    const ttl = this.#ttlMs;
+    // Read again with between REREAD_FROM and REREAD_BY of the lifetime left, where the key says.
+    const rereadLeft = ttl * (REREAD_BY + (REREAD_FROM - REREAD_BY) * keyFraction(key));
+    this.#entries.set(key, { entry, expiresAt: at + ttl, rereadAt: at + ttl - rereadLeft });
   }
 
   /** Records the group's generation as read from the store (or `undefined`: none is valid). */

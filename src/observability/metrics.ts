@@ -379,12 +379,16 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   return {
     request(resource, status, cache, seconds) {
-      const labels = { resource: resourceLabel(resource), status: statusLabel(status), cache: cache ?? 'none' };
+      const labelled = resourceLabel(resource);
+      const statusText = statusLabel(status);
+      const cacheText = cache ?? 'none';
       // Keyed by the labels, not the raw input: at most 14 resources × 501 statuses × 6 results.
-      const key = `${labels.resource}|${labels.status}|${labels.cache}`;
+      // The label object is made only with the entry: a request adds to counts, it allocates nothing.
+      const key = `${labelled}|${statusText}|${cacheText}`;
       let entry = requestEntries.get(key);
       if (entry === undefined) {
-        entry = { count: requestCounts.entry(labels), seconds: requestSeconds.series({ cache: labels.cache }) };
+        const labels = { resource: labelled, status: statusText, cache: cacheText };
+        entry = { count: requestCounts.entry(labels), seconds: requestSeconds.series({ cache: cacheText }) };
         requestEntries.set(key, entry);
       }
       entry.count.pending += 1;

@@ -4,8 +4,8 @@
  * (a canonical read, or the 400 it deserves) is kept per raw path and query. Pure functions of
  * their input, so a memoised answer is always the answer; bounded, and only short targets are kept.
  */
-import { LRUCache } from 'lru-cache';
 import type { ProxyError } from '../errors/proxy-error.js';
+import { RecentMap } from '../platform/recent-map.js';
 import { type CanonicalRead, buildCanonicalRead } from './canonical-read.js';
 import { type RawParam, hasAccessTokenParam, parseRawQuery } from './query.js';
 import type { Route } from './route.js';
@@ -17,10 +17,10 @@ export interface ParsedQuery {
 
 export interface CanonicalMemo {
   parse(rawQuery: string): ParsedQuery;
+  /** `target`: the raw request target the route and the query were read from, which keys the memo. */
   read(
     route: Extract<Route, { kind: 'list' | 'record' }>,
-    path: string,
-    rawQuery: string,
+    target: string,
     parsed: ParsedQuery,
   ): CanonicalRead | ProxyError;
 }
@@ -30,8 +30,8 @@ const MAX_MEMO_LENGTH = 512;
 const NO_QUERY: ParsedQuery = { params: [], hasAccessToken: false };
 
 export function createCanonicalMemo(maxEntries = 10_000): CanonicalMemo {
-  const parsed = new LRUCache<string, ParsedQuery>({ max: maxEntries });
-  const reads = new LRUCache<string, CanonicalRead | ProxyError>({ max: maxEntries });
+  const parsed = new RecentMap<string, ParsedQuery>(maxEntries);
+  const reads = new RecentMap<string, CanonicalRead | ProxyError>(maxEntries);
   return {
     parse(rawQuery) {
       if (rawQuery === '') return NO_QUERY;
@@ -42,12 +42,12 @@ export function createCanonicalMemo(maxEntries = 10_000): CanonicalMemo {
       if (rawQuery.length <= MAX_MEMO_LENGTH) parsed.set(rawQuery, result);
       return result;
     },
-    read(route, path, rawQuery, query) {
-      const key = `${path}?${rawQuery}`;
-      const known = reads.get(key);
+    read(route, target, query) {
+      // The route and the query are functions of the raw target: it alone keys their reading.
+      const known = reads.get(target);
       if (known !== undefined) return known;
       const result = buildCanonicalRead(route, query.params);
-      if (key.length <= MAX_MEMO_LENGTH) reads.set(key, result);
+      if (target.length <= MAX_MEMO_LENGTH) reads.set(target, result);
       return result;
     },
   };

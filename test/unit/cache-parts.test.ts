@@ -151,6 +151,19 @@ describe('L1', () => {
     expect(l1.get('k1', 'tag')).toBeDefined();
   });
 
+  it('serves a copy for its L1 lifetime and not a moment longer', () => {
+    let at = 5_000;
+    const l1 = new L1Cache({ maxBytes: 1_048_576, ttlMs: 1_000, clock: { now: () => at } });
+    l1.noteGeneration('tag', 'g1');
+    l1.set('k', entry(PAGE, 'g1'));
+    at += 999;
+    expect(l1.get('k', 'tag')).toBeDefined();
+    at += 1;
+    expect(l1.get('k', 'tag')).toBeUndefined();
+    expect(l1.dueForReread('k')).toBe(false); // gone: nothing to read again
+    expect(l1.footprint().entries).toBe(0);
+  });
+
   it('is bounded by bytes', () => {
     const l1 = new L1Cache({ maxBytes: PAGE.length * 3, ttlMs: 60_000 });
     l1.noteGeneration('tag', 'g1');

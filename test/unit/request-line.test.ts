@@ -26,6 +26,9 @@ function collector(): { readonly lines: string[]; readonly destination: { write(
   return { lines, destination: { write: (line: string) => void lines.push(line) } };
 }
 
+/** Resolves after the current event-loop turn's `setImmediate` callbacks: request lines are written then. */
+const endOfTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** The time pino and the template each wrote, set to one value so that the lines compare. */
 function withoutTime(line: string): string {
   return line.replace(/^\{"level":30,"time":\d+,/, '{"level":30,"time":0,');
@@ -51,12 +54,27 @@ const fields: fc.Arbitrary<RequestLogFields> = fc.record({
   durationMs: fc.double({ min: 0, max: 1e6, noNaN: true }),
 });
 
+const A_LINE: RequestLogFields = {
+  requestId: 'r',
+  method: 'GET',
+  path: '/api/slab/v1/operations/receipts',
+  resource: 'receipts',
+  status: 200,
+  errorCode: undefined,
+  company: '1',
+  subject: 'dev',
+  cache: 'hit',
+  upstreamMs: undefined,
+  durationMs: 0.5,
+};
+
 describe('the request line', () => {
-  it('is the line pino writes for the same fields, for any field values', () => {
-    fc.assert(
-      fc.property(fields, (f) => {
+  it('is the line pino writes for the same fields, for any field values', async () => {
+    await fc.assert(
+      fc.asyncProperty(fields, async (f) => {
         const template = collector();
         createRequestLog(createLogger('info', template.destination))(f);
+        await endOfTurn();
         const reference = collector();
         pino({ level: 'info', base: null }, reference.destination).info(requestLineFields(f));
         expect(template.lines).toHaveLength(1);
@@ -74,6 +92,41 @@ describe('the request line', () => {
       }),
       RUNS,
     );
+  });
+
+  it('reaches the destination with the other lines of its turn, in the order all were made', async () => {
+    const out = collector();
+    const logger = createLogger('info', out.destination);
+    const log = createRequestLog(logger);
+    const line = (requestId: string): RequestLogFields => ({ ...A_LINE, requestId });
+    log(line('r-1'));
+    log(line('r-2'));
+    expect(out.lines).toEqual([]); // gathered until the turn ends…
+    logger.warn('between'); // …or until another line must follow them
+    log(line('r-3'));
+    await endOfTurn();
+    expect(out.lines).toHaveLength(3); // two request lines in one write, pino's line, the last one
+    const ids = out.lines
+      .join('')
+      .split('\n')
+      .filter((text) => text !== '')
+      .map((text) => {
+        const parsed = JSON.parse(text) as { req_id?: string; msg?: string };
+        return parsed.req_id ?? parsed.msg;
+      });
+    expect(ids).toEqual(['r-1', 'r-2', 'between', 'r-3']);
+  });
+
+  it('is written by a flush (shutdown) without waiting for the turn to end', () => {
+    const out = collector();
+    const logger = createLogger('info', out.destination);
+    createRequestLog(logger)({ ...A_LINE, requestId: 'r-last' });
+    let flushed = false;
+    logger.flush(() => {
+      flushed = true;
+    });
+    expect(flushed).toBe(true);
+    expect(out.lines.join('')).toContain('"req_id":"r-last"');
   });
 
   it('writes nothing below the info level', () => {

@@ -43,16 +43,18 @@ describe('VerifiedTokenCache', () => {
     expect(cache.get('d')).toBeUndefined();
   });
 
-  it('is bounded: the least recently used entry goes first', () => {
+  it('is bounded: an entry not used for a whole generation goes first', () => {
     const cache = new VerifiedTokenCache({ maxEntries: 2 });
     const exp = Date.now() / 1000 + 3600;
     cache.set('a', principal(exp, 'a'));
     cache.set('b', principal(exp, 'b'));
-    expect(cache.get('a')?.company).toBe('a');
-    cache.set('c', principal(exp, 'c'));
-    expect(cache.get('b')).toBeUndefined();
-    expect(cache.get('a')?.company).toBe('a');
+    cache.set('c', principal(exp, 'c')); // a generation of 2 is full: a and b are the older one
+    expect(cache.get('b')?.company).toBe('b'); // used: kept into the new generation
+    cache.set('d', principal(exp, 'd')); // full again: a, never used since, is gone
+    expect(cache.get('a')).toBeUndefined();
+    expect(cache.get('b')?.company).toBe('b');
     expect(cache.get('c')?.company).toBe('c');
+    expect(cache.get('d')?.company).toBe('d');
   });
 
   it('refuses a bad size at construction', () => {

@@ -129,7 +129,7 @@ export function validateQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
   if ((route?.kind !== 'list' && route?.kind !== 'record') || ex.target === undefined || ex.query === undefined) {
     throw new TypeError('validation runs on a resolved read and a parsed query');
   }
-  const read = parts.memo.read(route, ex.target.path, ex.target.rawQuery, ex.query);
+  const read = parts.memo.read(route, ex.req.url ?? '', ex.query);
   if (read instanceof ProxyError) return fail(ex, parts, read);
   ex.read = read;
   return false;
