@@ -8,7 +8,7 @@ import { RecentMap } from '../platform/recent-map.js';
 import type { Principal } from './principal.js';
 
 export interface TokenCacheOptions {
-  /** Tokens per generation of the memo (default 10 000; at most twice this held, src/platform/recent-map.ts). */
+  /** Most tokens held (default 10 000; src/platform/recent-map.ts says which go first). */
   readonly maxEntries?: number;
   /** Longest time a verification is trusted, ms (default 60 000). */
   readonly maxAgeMs?: number;
@@ -28,10 +28,11 @@ export class VerifiedTokenCache {
 
   constructor(options: TokenCacheOptions = {}) {
     const maxEntries = options.maxEntries ?? 10_000;
-    if (!Number.isInteger(maxEntries) || maxEntries < 1) throw new TypeError('maxEntries must be a positive integer');
+    if (!Number.isInteger(maxEntries) || maxEntries < 2)
+      throw new TypeError('maxEntries must be an integer of at least 2');
     this.#maxAgeMs = options.maxAgeMs ?? 60_000;
     this.#now = options.now ?? Date.now;
-    this.#entries = new RecentMap(maxEntries);
+    this.#entries = new RecentMap({ maxSize: maxEntries });
   }
 
   get(digest: string): Principal | undefined {

@@ -1,12 +1,12 @@
 /**
- * The L1 (README, "The cache"): an in-process LRU of the hottest decoded entries in front of Redis, bounded
+ * The L1 (README, "The cache"): an in-process store of the hottest decoded entries in front of Redis, bounded
  * by bytes, each entry kept for a short time (1 s by default). It never serves across a purge: an
  * entry is used only while its generation is the group's generation last seen in Redis (every
  * lookup refreshes that) or announced by a purge.
  */
-import { LRUCache } from 'lru-cache';
 import { type CacheEntry, entryBytes } from './entry.js';
 import { keyFraction } from './refresh-ahead.js';
+import { RecentMap } from '../platform/recent-map.js';
 
 export interface L1Options {
   readonly maxBytes: number;
@@ -35,11 +35,11 @@ interface HeldCopy {
 
 export class L1Cache {
   /**
-   * An LRU by bytes only: the lifetimes are kept beside each copy and checked here with one clock
-   * read, rather than by lru-cache's own TTL bookkeeping, which cost a hit two lookups and its
-   * clock's upkeep (issue 11).
+   * Bounded by bytes, what was not used for a generation going first (src/platform/recent-map.ts);
+   * the lifetimes are kept beside each copy and checked here with one clock read (lru-cache's own
+   * TTL bookkeeping cost a hit two lookups and its clock's upkeep; issue 11).
    */
-  readonly #entries: LRUCache<string, HeldCopy>;
+  readonly #entries: RecentMap<string, HeldCopy>;
   /** Group tag → the generation last seen for it. */
   readonly #generations = new Map<string, string>();
   readonly #ttlMs: number;
@@ -51,9 +51,9 @@ export class L1Cache {
     if (!(options.ttlMs > 0)) throw new TypeError('cache.l1.ttl must be positive');
     this.#ttlMs = options.ttlMs;
     this.#clock = options.clock ?? performance;
-    this.#entries = new LRUCache({
+    this.#entries = new RecentMap({
       maxSize: options.maxBytes,
-      sizeCalculation: (held, key) => entryBytes(held.entry) + key.length + ENTRY_OVERHEAD,
+      sizeOf: (held, key) => entryBytes(held.entry) + key.length + ENTRY_OVERHEAD,
     });
   }
 
@@ -74,7 +74,7 @@ export class L1Cache {
    * expired together every second, and each of their requests then read and decoded the page).
    */
   dueForReread(key: string): boolean {
-    const held = this.#entries.peek(key);
+    const held = this.#entries.get(key);
     return held !== undefined && this.#clock.now() >= held.rereadAt;
   }
 
@@ -99,7 +99,7 @@ export class L1Cache {
 
   /** Entries and bytes held (as counted against `maxBytes`), for the metrics. */
   footprint(): { readonly entries: number; readonly bytes: number } {
-    return { entries: this.#entries.size, bytes: this.#entries.calculatedSize };
+    return { entries: this.#entries.size, bytes: this.#entries.totalSize };
   }
 
   clear(): void {

@@ -367,11 +367,37 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const l1Hit = l1Counts.entry({ result: 'hit' });
   const l1Miss = l1Counts.entry({ result: 'miss' });
-  /** Each request label set's count and duration series, by the labels' own key (bounded). */
-  const requestEntries = new Map<
-    string,
-    { readonly count: PendingCount<'resource' | 'status' | 'cache'>; readonly seconds: HistogramSeries }
-  >();
+  /**
+   * Each request label set's count and duration series, by resource label, then cache label, then
+   * status (bounded: at most 14 resources × 6 results × 501 statuses). Three lookups of keys that
+   * exist already: a request adds to counts and makes no string or object (issue 11).
+   */
+  type RequestEntry = {
+    readonly count: PendingCount<'resource' | 'status' | 'cache'>;
+    readonly seconds: HistogramSeries;
+  };
+  const requestEntries = new Map<string, Map<string, Map<number, RequestEntry>>>();
+  function requestEntry(resource: string, cache: string, status: number): RequestEntry {
+    let byCache = requestEntries.get(resource);
+    if (byCache === undefined) {
+      byCache = new Map();
+      requestEntries.set(resource, byCache);
+    }
+    let byStatus = byCache.get(cache);
+    if (byStatus === undefined) {
+      byStatus = new Map();
+      byCache.set(cache, byStatus);
+    }
+    // Statuses outside 100–599 share the `other` label, and one entry (key 0).
+    const statusKey = Number.isInteger(status) && status >= 100 && status <= 599 ? status : 0;
+    let entry = byStatus.get(statusKey);
+    if (entry === undefined) {
+      const labels = { resource, status: statusLabel(status), cache };
+      entry = { count: requestCounts.entry(labels), seconds: requestSeconds.series({ cache }) };
+      byStatus.set(statusKey, entry);
+    }
+    return entry;
+  }
   const includeProcess = options.processMetrics !== false;
   // Started now, not at the first scrape: the event-loop delay and GC collectors measure from
   // the moment they exist.
@@ -379,18 +405,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   return {
     request(resource, status, cache, seconds) {
-      const labelled = resourceLabel(resource);
-      const statusText = statusLabel(status);
-      const cacheText = cache ?? 'none';
-      // Keyed by the labels, not the raw input: at most 14 resources × 501 statuses × 6 results.
-      // The label object is made only with the entry: a request adds to counts, it allocates nothing.
-      const key = `${labelled}|${statusText}|${cacheText}`;
-      let entry = requestEntries.get(key);
-      if (entry === undefined) {
-        const labels = { resource: labelled, status: statusText, cache: cacheText };
-        entry = { count: requestCounts.entry(labels), seconds: requestSeconds.series({ cache: cacheText }) };
-        requestEntries.set(key, entry);
-      }
+      const entry = requestEntry(resourceLabel(resource), cache ?? 'none', status);
       entry.count.pending += 1;
       requestSeconds.record(entry.seconds, seconds);
     },

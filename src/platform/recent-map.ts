@@ -1,21 +1,38 @@
 /**
- * A bounded map of recently used entries, for the memos of the hit path (the canonical reads, the
- * verified tokens): a lookup is one `Map#get` while the entry is in the current generation.
+ * A bounded map of recently used entries, for the in-process tiers of the hit path (the L1, the
+ * canonical reads, the verified tokens): a lookup is one `Map#get` while the entry is in the
+ * current generation.
  *
  * The two-generation scheme of hashlru (and quick-lru): entries are set into `current`; when it
- * holds `maxSize`, it becomes `previous` and a new `current` begins; a lookup that finds an entry
- * only in `previous` moves it into `current`. What is used stays, what was not used for a whole
- * generation goes: an LRU's behaviour without its bookkeeping on every hit (lru-cache's `get`
- * cost a cache hit ~1 µs across three memos; issue 11). At most 2 × `maxSize` entries are held.
+ * holds half of `maxSize`, it becomes `previous` (what was `previous` is let go) and a new
+ * `current` begins; a lookup that finds an entry only in `previous` moves it into `current`. What
+ * is used stays, what was not used for a whole generation goes: an LRU's behaviour without an
+ * LRU's bookkeeping on every hit (lru-cache's `get` cost a cache hit ~1 µs across the L1 and the
+ * memos; issue 11). Sizes are counted with `sizeOf` (1 per entry by default); what is held never
+ * exceeds `maxSize`, and an entry larger than a generation is not kept.
  */
-export class RecentMap<K, V> {
-  readonly #maxSize: number;
-  #current = new Map<K, V>();
-  #previous = new Map<K, V>();
+export interface RecentMapOptions<K, V> {
+  /** The most held, in the units of `sizeOf`; each generation holds at most half of it. */
+  readonly maxSize: number;
+  /** An entry's size; a pure function of the entry (default: 1 per entry). */
+  readonly sizeOf?: (value: V, key: K) => number;
+}
 
-  constructor(maxSize: number) {
-    if (!Number.isInteger(maxSize) || maxSize < 1) throw new TypeError('maxSize must be a positive integer');
-    this.#maxSize = maxSize;
+const ONE = (): number => 1;
+
+export class RecentMap<K, V> {
+  readonly #generationSize: number;
+  readonly #sizeOf: (value: V, key: K) => number;
+  #current = new Map<K, V>();
+  #currentSize = 0;
+  #previous = new Map<K, V>();
+  #previousSize = 0;
+
+  constructor(options: RecentMapOptions<K, V>) {
+    const { maxSize } = options;
+    if (!Number.isInteger(maxSize) || maxSize < 2) throw new TypeError('maxSize must be an integer of at least 2');
+    this.#generationSize = Math.floor(maxSize / 2);
+    this.#sizeOf = options.sizeOf ?? ONE;
   }
 
   get(key: K): V | undefined {
@@ -24,26 +41,36 @@ export class RecentMap<K, V> {
     const older = this.#previous.get(key);
     if (older === undefined) return undefined;
     this.#previous.delete(key);
-    this.#add(key, older);
+    const size = this.#sizeOf(older, key);
+    this.#previousSize -= size;
+    this.#add(key, older, size);
     return older;
   }
 
   set(key: K, value: V): void {
-    if (this.#current.has(key)) this.#current.set(key, value);
-    else {
-      this.#previous.delete(key);
-      this.#add(key, value);
-    }
+    this.delete(key);
+    const size = this.#sizeOf(value, key);
+    if (size <= this.#generationSize) this.#add(key, value, size);
   }
 
   delete(key: K): void {
-    this.#current.delete(key);
-    this.#previous.delete(key);
+    const current = this.#current.get(key);
+    if (current !== undefined) {
+      this.#current.delete(key);
+      this.#currentSize -= this.#sizeOf(current, key);
+    }
+    const previous = this.#previous.get(key);
+    if (previous !== undefined) {
+      this.#previous.delete(key);
+      this.#previousSize -= this.#sizeOf(previous, key);
+    }
   }
 
   clear(): void {
     this.#current.clear();
     this.#previous.clear();
+    this.#currentSize = 0;
+    this.#previousSize = 0;
   }
 
   /** Entries held (both generations). */
@@ -51,11 +78,19 @@ export class RecentMap<K, V> {
     return this.#current.size + this.#previous.size;
   }
 
-  #add(key: K, value: V): void {
-    if (this.#current.size >= this.#maxSize) {
+  /** Their total size, in the units of `sizeOf`. */
+  get totalSize(): number {
+    return this.#currentSize + this.#previousSize;
+  }
+
+  #add(key: K, value: V, size: number): void {
+    if (this.#currentSize + size > this.#generationSize) {
       this.#previous = this.#current;
+      this.#previousSize = this.#currentSize;
       this.#current = new Map();
+      this.#currentSize = 0;
     }
     this.#current.set(key, value);
+    this.#currentSize += size;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Memoised canonicalisation. Readers ask for the same few thousand pages over and over, and
  * parsing, validating, sorting and encoding a query costs ~2–3 µs of a ~20 µs hit: the result
- * (a canonical read, or the 400 it deserves) is kept per raw path and query. Pure functions of
+ * (a canonical read, or the 400 it deserves) is kept per raw request target. Pure functions of
  * their input, so a memoised answer is always the answer; bounded, and only short targets are kept.
  */
 import type { ProxyError } from '../errors/proxy-error.js';
@@ -13,42 +13,36 @@ import type { Route } from './route.js';
 export interface ParsedQuery {
   readonly params: readonly RawParam[];
   readonly hasAccessToken: boolean;
+  /** The canonical read, once `read` has made it: one per target, which decides the route too. */
+  canonical: CanonicalRead | ProxyError | undefined;
 }
 
 export interface CanonicalMemo {
-  parse(rawQuery: string): ParsedQuery;
-  /** `target`: the raw request target the route and the query were read from, which keys the memo. */
-  read(
-    route: Extract<Route, { kind: 'list' | 'record' }>,
-    target: string,
-    parsed: ParsedQuery,
-  ): CanonicalRead | ProxyError;
+  /** `target`: the raw request target (`req.url`), which keys the memo; `rawQuery`: its query. */
+  parse(target: string, rawQuery: string): ParsedQuery;
+  /** The canonical read of the target `parse` was given, for the route read from that target. */
+  read(route: Extract<Route, { kind: 'list' | 'record' }>, parsed: ParsedQuery): CanonicalRead | ProxyError;
 }
 
 /** Longer targets are canonicalised every time: memory stays bounded by entries × this. */
 const MAX_MEMO_LENGTH = 512;
-const NO_QUERY: ParsedQuery = { params: [], hasAccessToken: false };
 
 export function createCanonicalMemo(maxEntries = 10_000): CanonicalMemo {
-  const parsed = new RecentMap<string, ParsedQuery>(maxEntries);
-  const reads = new RecentMap<string, CanonicalRead | ProxyError>(maxEntries);
+  // One entry per raw target: the route and the query are functions of it, and so is the
+  // canonical read made of them. One lookup a hit, keyed by the string Node already made.
+  const readings = new RecentMap<string, ParsedQuery>({ maxSize: maxEntries });
   return {
-    parse(rawQuery) {
-      if (rawQuery === '') return NO_QUERY;
-      const known = parsed.get(rawQuery);
+    parse(target, rawQuery) {
+      const known = readings.get(target);
       if (known !== undefined) return known;
-      const params = parseRawQuery(rawQuery);
-      const result = { params, hasAccessToken: hasAccessTokenParam(params) };
-      if (rawQuery.length <= MAX_MEMO_LENGTH) parsed.set(rawQuery, result);
-      return result;
+      const params = rawQuery === '' ? [] : parseRawQuery(rawQuery);
+      const parsed: ParsedQuery = { params, hasAccessToken: hasAccessTokenParam(params), canonical: undefined };
+      if (target.length <= MAX_MEMO_LENGTH) readings.set(target, parsed);
+      return parsed;
     },
-    read(route, target, query) {
-      // The route and the query are functions of the raw target: it alone keys their reading.
-      const known = reads.get(target);
-      if (known !== undefined) return known;
-      const result = buildCanonicalRead(route, query.params);
-      if (target.length <= MAX_MEMO_LENGTH) reads.set(target, result);
-      return result;
+    read(route, parsed) {
+      parsed.canonical ??= buildCanonicalRead(route, parsed.params);
+      return parsed.canonical;
     },
   };
 }

@@ -65,7 +65,7 @@ export function answerOptions(ex: Exchange, parts: DataPlaneParts): StepResult {
 
 /** The query's pairs; a token in the query is refused before it could be used (RFC 6750 §2.3). */
 export function parseQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
-  const query = parts.memo.parse(ex.target?.rawQuery ?? '');
+  const query = parts.memo.parse(ex.req.url ?? '', ex.target?.rawQuery ?? '');
   if (query.hasAccessToken)
     return fail(ex, parts, new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.'));
   ex.query = query;
@@ -129,7 +129,7 @@ export function validateQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
   if ((route?.kind !== 'list' && route?.kind !== 'record') || ex.target === undefined || ex.query === undefined) {
     throw new TypeError('validation runs on a resolved read and a parsed query');
   }
-  const read = parts.memo.read(route, ex.req.url ?? '', ex.query);
+  const read = parts.memo.read(route, ex.query);
   if (read instanceof ProxyError) return fail(ex, parts, read);
   ex.read = read;
   return false;
