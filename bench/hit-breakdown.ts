@@ -4,8 +4,9 @@
  * as src/app.ts wires them: an authenticator whose tokens were verified once (every later hit
  * takes the verified-token cache) over the operator state's access lists, the inbound limits
  * shared through Redis (never refusing), the read service with the pages in its L1, the metrics,
- * and the request log (pino, the shipped 4 KiB buffered destination, on /dev/null); requests and
- * answers are real `IncomingMessage`/`ServerResponse` objects over a socket never connected.
+ * and the request log (the shipped destination: a turn's lines in one write, 4 KiB buffered, on
+ * /dev/null); requests and answers are real `IncomingMessage`/`ServerResponse` objects over a
+ * socket never connected.
  *
  * For each step k on a hit's path: batches of exchanges are opened (`openExchange`, as the data
  * plane opens them) and taken through steps 0..k-1 untimed, then step k alone is timed over the
@@ -603,7 +604,7 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
       },
       {
         of: respondWithRead,
-        label: 'of which the request log line (pino, 4 KiB buffered writes, as shipped)',
+        label: 'of which the request log line (a template, gathered per turn, as shipped)',
         timing: () => {
           const fields = lastAnswer();
           return time(indexed(() => rig.requestLog(fields)));
@@ -611,14 +612,16 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
       },
       {
         of: respondWithRead,
-        label: 'of which destination.write of a ready line (sonic-boom)',
+        label: 'of which destination.write of one ready line (sonic-boom; shipped: once per turn)',
         timing: () => {
           // The line the shipped log writes for the latest answer, caught on its way out.
           let line = '';
           const catchLine = (text: string): void => {
             line = text;
           };
-          createRequestLog(createLogger('info', { write: catchLine }))(lastAnswer());
+          const logger = createLogger('info', { write: catchLine });
+          createRequestLog(logger)(lastAnswer());
+          logger.flush(); // gathered until the turn ends: written now
           return time(indexed(() => rig.destination.write(line)));
         },
       },
