@@ -56,7 +56,7 @@ import { runHalfLoad } from './phases/half-load.js';
 import { type HitTarget, type ServerName, runHitPhase } from './phases/hits.js';
 import { ONE_POINT, TARGET_US_PER_429, runRateLimited } from './phases/rate-limited.js';
 import { TARGET_STORED_RATIO, runStoredBytes } from './phases/stored-bytes.js';
-import { warmPages } from './phases/warm.js';
+import { brBodies, warmPages } from './phases/warm.js';
 import { BUSY_SERVER_CPU_PCT, type TargetFigures, benchMarkdown, verdicts } from './report.js';
 
 /**
@@ -161,6 +161,7 @@ async function bench(): Promise<number> {
   const bearer = (company: string): string => `Bearer ${tokens.get(company) ?? ''}`;
 
   const pages: Page[] = await warmPages(proxy1.url, sandbox.url, bearer);
+  const bodies = await brBodies(proxy1.url, pages, bearer);
   const pagesFile = join(workDir, 'pages.json');
   writeFileSync(pagesFile, JSON.stringify(Object.fromEntries(pages.map((p) => [p.path, p.body.toString('base64')]))));
   const firstPage = pages[0];
@@ -267,6 +268,7 @@ async function bench(): Promise<number> {
   const list = verdicts({
     proxy: proxyRow,
     proxyBr: figuresOf(PROXY_BR),
+    bodies,
     nginx: figuresOf(NGINX),
     upstreamDuringHits,
     coalesced,

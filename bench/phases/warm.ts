@@ -4,6 +4,7 @@
  * turn, with distinct paths (the bare server and nginx serve by path). Every page must then be a
  * cache hit with the upstream's exact bytes.
  */
+import { brotliDecompressSync } from 'node:zlib';
 import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { SANDBOX_COMPANIES } from '../../src/sandbox/dataset.js';
 import { fmtInt, say } from '../lib/format.js';
@@ -112,4 +113,41 @@ export async function warmPages(
   );
   if (hits !== pages.length) throw new Error('the warmed pages are not all cache hits');
   return pages;
+}
+
+/** Mean body bytes of the pages as identity and as `br`: what a `br` hit saves on the wire. */
+export interface BodyBytes {
+  readonly identity: number;
+  readonly br: number;
+}
+
+/**
+ * Each page once more with `Accept-Encoding: br`: the stored brotli bytes must come as they are
+ * (`Content-Encoding: br`) and decode to the identity body; their mean size is the `br` verdict's
+ * body figure (README, "Content coding").
+ */
+export async function brBodies(
+  proxyUrl: string,
+  pages: readonly Page[],
+  bearer: (company: string) => string,
+): Promise<BodyBytes> {
+  let identity = 0;
+  let br = 0;
+  for (const page of pages) {
+    const coded = await get(`${proxyUrl}${page.path}`, {
+      authorization: bearer(page.company),
+      'accept-encoding': 'br',
+    });
+    if (coded.status !== 200 || coded.headers.get('content-encoding') !== 'br')
+      throw new Error(`${page.path}: no br answer (${String(coded.status)})`);
+    if (!brotliDecompressSync(coded.body).equals(page.body))
+      throw new Error(`${page.path}: the br body does not decode to the identity body`);
+    identity += page.body.length;
+    br += coded.body.length;
+  }
+  const bodies = { identity: identity / pages.length, br: br / pages.length };
+  say(
+    `  as br: ${fmtInt(bodies.br)} bytes on average (${(bodies.br / bodies.identity).toFixed(3)}× the JSON), each decoding to the identity bytes`,
+  );
+  return bodies;
 }

@@ -8,7 +8,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { markdownTable } from '../../bench/lib/format.js';
 import type { Summary } from '../../bench/lib/rounds.js';
-import { FIGURES_HEADER, type TargetFigures, VERDICTS_HEADER, benchMarkdown, verdicts } from '../../bench/report.js';
+import {
+  FIGURES_HEADER,
+  type TargetFigures,
+  VERDICTS_HEADER,
+  type Verdict,
+  benchMarkdown,
+  verdicts,
+} from '../../bench/report.js';
 
 const readme = readFileSync('README.md', 'utf8');
 
@@ -109,21 +116,23 @@ describe('the bench’s verdicts', () => {
     expect(miss[2]?.figure).toBe('6.00 vs 1.50 ms (4.0×)');
   });
 
-  it('judges a br hit by its bytes and its CPU against an identity hit’s', () => {
+  it('judges a br hit by its body and its CPU against an identity hit’s', () => {
     const identity = target('proxy cache hits', 0.6, 0.5, 3, 4);
-    const br = (bytes: number, cpuRatio: number): TargetFigures => {
+    const br = (cpuRatio: number): TargetFigures => {
       const figures = target('proxy br hits', 0.6, cpuRatio, 3, 4);
-      const fiftyPages = { ...figures.fiftyPages, bytesPerResponse: bytes };
+      const fiftyPages = { ...figures.fiftyPages, bytesPerResponse: 1_400 };
       return { ...figures, fiftyPages };
     };
-    const judged = (proxyBr: TargetFigures): boolean | undefined =>
-      verdicts({ ...rest, proxy: identity, proxyBr, nginx: undefined })[4]?.pass;
-    expect(judged(br(1_100, 0.5))).toBe(true); // 0.18× the bytes, the same CPU
-    expect(judged(br(1_500, 0.5))).toBe(false); // 0.25× the bytes
-    expect(judged(br(1_100, 0.45))).toBe(false); // more CPU per hit than identity
-    expect(verdicts({ ...rest, proxy: identity, proxyBr: br(1_100, 0.5), nginx: undefined })[4]?.figure).toBe(
-      '1,100 vs 6,000 B (0.18×); 40.0 vs 40.0 µs CPU (1.00×)',
+    const judged = (proxyBr: TargetFigures, brBody: number): Verdict | undefined =>
+      verdicts({ ...rest, proxy: identity, proxyBr, bodies: { identity: 5_600, br: brBody }, nginx: undefined })[4];
+    expect(judged(br(0.5), 850)?.pass).toBe(true); // 0.15× the body, the same CPU
+    expect(judged(br(0.5), 1_200)?.pass).toBe(false); // 0.21× the body
+    expect(judged(br(0.45), 850)?.pass).toBe(false); // more CPU per hit than identity
+    expect(judged(br(0.5), 850)?.figure).toBe(
+      'body 850 vs 5,600 B (0.15×), with headers 1,400 vs 6,000 B (0.23×); 40.0 vs 40.0 µs CPU (1.00×)',
     );
+    // Without the bodies (or without br hits) it is not judged.
+    expect(verdicts({ ...rest, proxy: identity, proxyBr: br(0.5), nginx: undefined })[4]?.pass).toBeUndefined();
   });
 
   it('cannot judge the p99 against nginx without nginx, and says so', () => {
