@@ -29,29 +29,40 @@ const BEARER_PREFIX = 'Bearer ';
 /** Longer tokens are refused by the verifier (`oversized`): not hashed here. */
 const MAX_HEADER_LENGTH = BEARER_PREFIX.length + MAX_TOKEN_BYTES;
 
-/** The last `Authorization` value a connection sent, and its token's digest. */
-interface LastHeader {
+/** An `Authorization` value a connection sent lately, and its token's digest. */
+interface SeenHeader {
   readonly value: string;
   readonly digest: string;
 }
+
+/**
+ * How many distinct headers a connection's memo holds: a client's connection carries one, and a
+ * gateway's pooled connection the few credentials it multiplexes (the bench's 50 pages: four).
+ */
+const HEADERS_PER_CONNECTION = 4;
 
 export function createAuthenticator(verifier: TokenVerifier, lists: AccessLists): Authenticator {
   /**
    * The verified-token cache is keyed by SHA-256 digests, never by tokens (src/auth/token-cache.ts),
    * and hashing the token was a tenth of a hit's work in process (issue 11). A client sends the same
-   * header on every request of a connection, so the digest of the last one is kept with the
-   * connection and reused when the next header is the same text. It is only a memo of a pure
+   * header on every request of a connection, so the digests of the last few headers are kept with
+   * the connection and reused when a header is the same text. It is only a memo of a pure
    * function: the principal is still looked up by the digest, with its `exp`, its 60 s bound and
    * the revocations checked on every request. Weak: it goes with the socket.
    */
-  const lastHeaders = new WeakMap<object, LastHeader>();
+  const seenHeaders = new WeakMap<object, SeenHeader[]>();
 
   function digestOf(value: string, token: string, connection: object | undefined): string {
     if (connection === undefined) return tokenDigest(token);
-    const last = lastHeaders.get(connection);
-    if (last !== undefined && last.value === value) return last.digest;
+    let seen = seenHeaders.get(connection);
+    if (seen === undefined) {
+      seen = [];
+      seenHeaders.set(connection, seen);
+    }
+    for (const header of seen) if (header.value === value) return header.digest;
     const digest = tokenDigest(token);
-    lastHeaders.set(connection, { value, digest });
+    if (seen.length >= HEADERS_PER_CONNECTION) seen.pop();
+    seen.unshift({ value, digest });
     return digest;
   }
 

@@ -54,6 +54,24 @@ describe('authentication on the hit path', () => {
     }
   });
 
+  it('keeps each of more tokens than its memo holds apart, rotating on one connection', async () => {
+    const { authenticator } = await setup();
+    const connection = new Socket();
+    const tokens: string[] = [];
+    for (let i = 1; i <= 6; i++) {
+      const token = await mintDevToken({ company: i, subject: `user-${String(i)}` });
+      expect(await authenticator.authenticate([`Bearer ${token}`])).not.toBeInstanceOf(ProxyError);
+      tokens.push(token);
+    }
+    // Six credentials in turn, three times, over a memo of four per connection.
+    for (let round = 0; round < 3; round++)
+      for (const [i, token] of tokens.entries()) {
+        const identity = authenticator.authenticateCached([`Bearer ${token}`], connection);
+        expect(identity?.principal.subject).toBe(`user-${String(i + 1)}`);
+        expect(identity?.principal.company).toBe(String(i + 1));
+      }
+  });
+
   it('never lends a connection’s last token to a header that differs from it by one character', async () => {
     const { authenticator, alice } = await setup();
     const connection = new Socket();
