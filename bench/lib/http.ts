@@ -1,4 +1,5 @@
 /** Small HTTP helpers: one GET, a replica's readiness, and the sandbox's test-only control API. */
+import { request } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Launched } from './processes.js';
 
@@ -11,6 +12,29 @@ export interface Fetched {
 export async function get(url: string, headers: Readonly<Record<string, string>> = {}): Promise<Fetched> {
   const response = await fetch(url, { headers });
   return { status: response.status, body: Buffer.from(await response.arrayBuffer()), headers: response.headers };
+}
+
+/** One GET whose body is the bytes on the wire: not decoded, whatever its `Content-Encoding` (fetch would). */
+export function getEncoded(
+  url: string,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<{ readonly status: number; readonly body: Buffer; readonly contentEncoding: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const sent = request(url, { headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () =>
+        resolve({
+          status: response.statusCode ?? 0,
+          body: Buffer.concat(chunks),
+          contentEncoding: response.headers['content-encoding'],
+        }),
+      );
+      response.on('error', reject);
+    });
+    sent.on('error', reject);
+    sent.end();
+  });
 }
 
 export interface ReadyOptions {

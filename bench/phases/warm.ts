@@ -8,7 +8,7 @@ import { brotliDecompressSync } from 'node:zlib';
 import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { SANDBOX_COMPANIES } from '../../src/sandbox/dataset.js';
 import { fmtInt, say } from '../lib/format.js';
-import { get } from '../lib/http.js';
+import { get, getEncoded } from '../lib/http.js';
 import type { Page } from './context.js';
 
 const PAGE_COUNT = 50;
