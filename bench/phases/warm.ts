@@ -134,11 +134,11 @@ export async function brBodies(
   let identity = 0;
   let br = 0;
   for (const page of pages) {
-    const coded = await get(`${proxyUrl}${page.path}`, {
+    const coded = await getEncoded(`${proxyUrl}${page.path}`, {
       authorization: bearer(page.company),
       'accept-encoding': 'br',
     });
-    if (coded.status !== 200 || coded.headers.get('content-encoding') !== 'br')
+    if (coded.status !== 200 || coded.contentEncoding !== 'br')
       throw new Error(`${page.path}: no br answer (${String(coded.status)})`);
     if (!brotliDecompressSync(coded.body).equals(page.body))
       throw new Error(`${page.path}: the br body does not decode to the identity body`);
