@@ -34,6 +34,11 @@ export interface UpstreamBudget {
   apply(settings: BudgetSettings): Promise<void>;
   /** Requests of this replica waiting for a slot now. */
   waiting(): number;
+  /**
+   * Resolves once the shared limits are in force (`true`), or after `maxWaitMs` (`false`: the
+   * local share meanwhile); at once without Redis. A start waits for it before it takes requests.
+   */
+  whenShared(maxWaitMs: number): Promise<boolean>;
   /** The replicas were counted anew: this replica's local share follows. */
   rescale(): Promise<void>;
   close(): Promise<void>;
@@ -105,6 +110,8 @@ interface Clustered {
   readonly health: RedisHealth;
   /** Until the config's limits are in Redis, the limiter may still hold older ones: not used. */
   settled: boolean;
+  /** Resolves when `settled` becomes true (never, if it does not). */
+  readonly onSettled: Promise<void>;
 }
 
 export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBudget {
@@ -171,11 +178,16 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
     limiter.on('error', (error: unknown) => options.onError?.(error));
     // The config's limits, not the ones a replica started long ago left in Redis; the limiter is
     // used only once they are there (meanwhile the local share keeps to this replica's part).
+    let markSettled: () => void = () => undefined;
+    const onSettled = new Promise<void>((resolve) => {
+      markSettled = resolve;
+    });
     limiter
       .ready()
       .then(() => limiter.updateSettings(storeSettings(current)))
       .then(() => {
         target.settled = true;
+        markSettled();
       })
       // Bottleneck's start-up is a promise that only its later calls await: if Redis fails before
       // one comes, the rejection would go unhandled.
@@ -190,7 +202,7 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
         recreateAfter(error, target);
       },
     });
-    const target: Clustered = { limiter, connection, queue, health, settled: false };
+    const target: Clustered = { limiter, connection, queue, health, settled: false, onSettled };
     return target;
   }
 
@@ -247,6 +259,19 @@ export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBu
       if (target !== undefined) await target.limiter.updateSettings(storeSettings(settings));
     },
     waiting: () => local.waiting + (clustered?.queue.waiting ?? 0),
+    async whenShared(maxWaitMs) {
+      const target = clustered;
+      if (target === undefined) return false;
+      if (target.settled) return true;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), Math.max(0, maxWaitMs));
+        timer.unref();
+      });
+      const shared = await Promise.race([target.onSettled.then(() => true), timedOut]);
+      clearTimeout(timer);
+      return shared;
+    },
     async rescale() {
       await localLimiter.updateSettings(storeSettings(share(current)));
     },
