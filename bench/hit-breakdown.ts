@@ -29,7 +29,7 @@
  * keys under the `benchhb` prefix only). `npm run bench` runs it after the load phases.
  */
 import { once } from 'node:events';
-import { IncomingMessage, ServerResponse } from 'node:http';
+import { type IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import { setImmediate as turn } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -38,7 +38,7 @@ import { accessListsOver } from '../src/auth/access-lists.js';
 import { type Authenticator, createAuthenticator } from '../src/auth/authenticate.js';
 import type { Principal } from '../src/auth/principal.js';
 import { createTokenVerifier, tokenDigest } from '../src/auth/verify-token.js';
-import { cacheAddress, groupTag } from '../src/cache/cache-key.js';
+import { cacheAddress } from '../src/cache/cache-key.js';
 import { LOCAL_COORDINATOR } from '../src/cache/coordinator.js';
 import { type CacheEntry, brotliBody, decodeEntry, encodeEntry, strongEtag } from '../src/cache/entry.js';
 import { L1Cache } from '../src/cache/l1.js';
@@ -68,6 +68,7 @@ import { RedisHealth, createRedisClient } from '../src/platform/redis.js';
 import type { CanonicalRead } from '../src/request/canonical-read.js';
 import { createCanonicalMemo } from '../src/request/memo.js';
 import { generateDataset } from '../src/sandbox/dataset.js';
+import { makeRequest } from './lib/parsed-request.js';
 import { median } from './lib/stats.js';
 
 export interface BreakdownPage {
@@ -213,23 +214,6 @@ function indexed(run: (i: number) => unknown, batch?: number): Workload<number> 
     run,
     ...(batch !== undefined && { batch }),
   };
-}
-
-/** A request as node's parser leaves it: raw header lines, headers not yet materialised. */
-function makeRequest(socket: Socket, url: string, rawHeaders: readonly string[]): IncomingMessage {
-  const req = new IncomingMessage(socket);
-  req.method = 'GET';
-  req.url = url;
-  req.httpVersionMajor = 1;
-  req.httpVersionMinor = 1;
-  req.httpVersion = '1.1';
-  // What the HTTP parser calls (_http_common.js): the `headers` getters build from these lazily.
-  (req as unknown as { _addHeaderLines(lines: string[], n: number): void })._addHeaderLines(
-    [...rawHeaders],
-    rawHeaders.length,
-  );
-  req.complete = true;
-  return req;
 }
 
 /** Company 1's movements, by keyset, 30 records a page, as the sandbox would answer them. */
@@ -581,13 +565,13 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
       },
       {
         of: readThroughCache,
-        label: 'of which policyFor + cacheAddress + groupTag (the key)',
+        label: 'of which policyFor + cacheAddress (the key and its group tag)',
         timing: () =>
           time(
             indexed((i) => {
               const { read, principal } = cycle(atRead, i);
               const policy = policies.policyFor(read.resource.name);
-              return groupTag(cacheAddress(PREFIX, read, principal, policy.partition).group);
+              return cacheAddress(PREFIX, read, principal, policy.partition).tag;
             }),
           ),
       },
@@ -598,7 +582,7 @@ export async function runHitBreakdown(options: BreakdownOptions): Promise<Breakd
           time(
             indexed((i) => {
               const address = cycle(addresses, i);
-              return rig.l1.get(address.key, groupTag(address.group));
+              return rig.l1.get(address.key, address.tag);
             }),
           ),
       },

@@ -27,7 +27,7 @@
  * (TRACING_COST_ROUNDS, default 7; TRACING_COST_MS per variant and round, default 400). It needs
  * nothing but Node: no Redis, no upstream.
  */
-import { IncomingMessage, ServerResponse } from 'node:http';
+import { ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import { setImmediate as turn } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -40,6 +40,7 @@ import { type TracesSampler, startTracing } from '../../src/observability/tracin
 import type { DataPlane } from '../../src/planes/data/data-plane.js';
 import { generateDataset } from '../../src/sandbox/dataset.js';
 import { fmt, spread, textTable } from '../lib/format.js';
+import { makeRequest } from '../lib/parsed-request.js';
 import { median } from '../lib/stats.js';
 
 /**
@@ -120,22 +121,6 @@ class DiscardingExporter implements SpanExporter {
   shutdown(): Promise<void> {
     return Promise.resolve();
   }
-}
-
-/** A request as node's parser leaves it: raw header lines, headers not yet materialised. */
-function makeRequest(socket: Socket, url: string, rawHeaders: readonly string[]): IncomingMessage {
-  const req = new IncomingMessage(socket);
-  req.method = 'GET';
-  req.url = url;
-  req.httpVersionMajor = 1;
-  req.httpVersionMinor = 1;
-  req.httpVersion = '1.1';
-  (req as unknown as { _addHeaderLines(lines: string[], n: number): void })._addHeaderLines(
-    [...rawHeaders],
-    rawHeaders.length,
-  );
-  req.complete = true;
-  return req;
 }
 
 interface Variant {

@@ -31,6 +31,8 @@ export interface CacheGroup {
 
 export interface CacheAddress {
   readonly group: CacheGroup;
+  /** The group's tag (`groupTag`), made once with the address: its keys' hash tag and the L1's. */
+  readonly tag: string;
   /** The entry's key. */
   readonly key: string;
   /** The group's generation key. */
@@ -73,6 +75,7 @@ export function cacheAddress(
   const rest = `${partitionSegment(partition, principal)}:${read.kind === 'list' ? `list:${read.query}` : `id:${read.id ?? ''}`}`;
   return {
     group,
+    tag,
     key: `${prefix}:${tag}:${rest}`,
     generationKey: `${prefix}:${tag}:gen`,
     leaseKey: `${prefix}:${tag}:lease:${rest}`,

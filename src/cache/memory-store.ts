@@ -31,7 +31,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
       entries.delete(address.key);
       entry = undefined;
     }
-    return { entry, generation: generations.get(groupTag(address.group)), available: true };
+    return { entry, generation: generations.get(address.tag), available: true };
   }
 
   return {
@@ -39,7 +39,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     peek,
     lookup: (address) => Promise.resolve(peek(address)),
     ensureGeneration(address) {
-      const tag = groupTag(address.group);
+      const tag = address.tag;
       let generation = generations.get(tag);
       if (generation === undefined) {
         generation = newGeneration();

@@ -18,7 +18,7 @@ export interface CachePolicy {
   readonly notFoundTtl: number;
 }
 
-/** One resource's settings in the config file: any of the policy, and who shares its entries. */
+/** One resource's settings in the config file: some or all of the policy, and who shares its entries. */
 export interface ResourcePolicySettings {
   readonly ttl?: number | undefined;
   readonly staleWhileRevalidate?: number | undefined;

@@ -257,7 +257,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
     lookup: StoreLookup,
     background: boolean,
   ): Promise<Fill> {
-    const tag = groupTag(address.group);
+    const tag = address.tag;
     let lease = lookup.available ? await coordinator.tryLease(address) : 'unavailable';
     // Another replica is fetching: wait for its fill. If it stored nothing (its answer was its
     // own, or it died), take the lease again, so that the replicas still make one request between
@@ -320,7 +320,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   /** A fresh entry held in this process: the L1 in front of a remote store, or the store itself. */
   function hotHit(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
     let entry: CacheEntry | undefined;
-    if (l1 !== undefined) entry = l1.get(address.key, groupTag(address.group));
+    if (l1 !== undefined) entry = l1.get(address.key, address.tag);
     else if (store.peek !== undefined) {
       const peeked = store.peek(address);
       if (isCurrent(peeked)) entry = peeked.entry;
@@ -343,7 +343,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
   function rereadIntoL1(address: CacheAddress, policy: EffectivePolicy, held: CacheEntry): void {
     readStore(address).then(
       (lookup) => {
-        if (lookup.available) l1?.noteGeneration(groupTag(address.group), lookup.generation);
+        if (lookup.available) l1?.noteGeneration(address.tag, lookup.generation);
         if (!isCurrent(lookup)) return;
         const entry = withPolicy(lookup.entry, policy);
         if (now() >= entry.freshUntil) return;
@@ -408,7 +408,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       } finally {
         lookingAhead.delete(address.key);
       }
-      if (lookup.available) l1?.noteGeneration(groupTag(address.group), lookup.generation);
+      if (lookup.available) l1?.noteGeneration(address.tag, lookup.generation);
       if (isCurrent(lookup) && lookup.entry.storedAt > held.storedAt) {
         l1?.set(address.key, lookup.entry);
         return;
@@ -476,7 +476,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
       const { read, principal } = request;
       const policy = policies.policyFor(read.resource.name);
       const address = cacheAddress(keyPrefix, read, principal, policy.partition);
-      const tag = groupTag(address.group);
+      const tag = address.tag;
 
       const hot = hotHit(request, address, policy);
       if (hot !== undefined) return hot;

@@ -12,7 +12,6 @@ import {
   DEFAULT_SAMPLER,
   DEFAULT_SERVICE_NAME,
   TRACES_SAMPLERS,
-  type TracesSampler,
   type TracingSettings,
 } from '../observability/tracing-sdk.js';
 import { BUILT_IN_CONFIG, type FileConfig, configSchema } from './schema.js';
@@ -190,14 +189,23 @@ function tracesEndpoint(env: Env): string | undefined {
  * specification's switch, any case). Unlike the SDK's own defaulting, a bad value stops the start
  * naming the variable, as every other variable does here.
  */
+/** `value` as one of `allowed`, or the start stops naming the variable and the values it takes. */
+function oneOf<T extends string>(name: string, value: string, allowed: readonly T[]): T {
+  const chosen = allowed.find((option) => option === value);
+  if (chosen === undefined) throw new ConfigError(name, `must be one of ${allowed.join(', ')}`);
+  return chosen;
+}
+
 function tracingSettings(env: Env): TracingSettings | undefined {
   const endpoint = tracesEndpoint(env);
   const serviceName = nonEmpty(env, 'OTEL_SERVICE_NAME') ?? DEFAULT_SERVICE_NAME;
   if (!SERVICE_NAME.test(serviceName))
     throw new ConfigError('OTEL_SERVICE_NAME', 'must be 1-128 printable ASCII characters');
-  const sampler = (nonEmpty(env, 'OTEL_TRACES_SAMPLER') ?? DEFAULT_SAMPLER).trim().toLowerCase();
-  if (!(TRACES_SAMPLERS as readonly string[]).includes(sampler))
-    throw new ConfigError('OTEL_TRACES_SAMPLER', `must be one of ${TRACES_SAMPLERS.join(', ')}`);
+  const sampler = oneOf(
+    'OTEL_TRACES_SAMPLER',
+    (nonEmpty(env, 'OTEL_TRACES_SAMPLER') ?? DEFAULT_SAMPLER).trim().toLowerCase(),
+    TRACES_SAMPLERS,
+  );
   const ratioText = nonEmpty(env, 'OTEL_TRACES_SAMPLER_ARG')?.trim();
   if (ratioText !== undefined && !RATIO.test(ratioText))
     throw new ConfigError('OTEL_TRACES_SAMPLER_ARG', 'must be a ratio from 0 to 1, e.g. 0.25');
@@ -206,15 +214,13 @@ function tracingSettings(env: Env): TracingSettings | undefined {
   return {
     endpoint,
     serviceName,
-    sampler: sampler as TracesSampler,
+    sampler,
     samplerRatio: ratioText === undefined ? 1 : Number(ratioText),
   };
 }
 
 export function loadEnv(env: Env): EnvConfig {
-  const logLevel = nonEmpty(env, 'LOG_LEVEL') ?? 'info';
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel))
-    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  const logLevel = oneOf('LOG_LEVEL', nonEmpty(env, 'LOG_LEVEL') ?? 'info', LOG_LEVELS);
   const algorithms = nonEmpty(env, 'JWT_ALGORITHMS')
     ?.split(',')
     .map((a) => a.trim())
@@ -250,7 +256,7 @@ export function loadEnv(env: Env): EnvConfig {
     configFile: nonEmpty(env, 'CONFIG_FILE') ?? DEFAULT_CONFIG_FILE,
     adminPort: port(env, 'ADMIN_PORT', 9090),
     adminToken: nonEmpty(env, 'ADMIN_TOKEN'),
-    logLevel: logLevel as LevelWithSilent,
+    logLevel,
     drainSeconds: wholeSeconds(env, 'DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, MAX_DRAIN_SECONDS),
     shutdownDelaySeconds: wholeSeconds(env, 'SHUTDOWN_DELAY_SECONDS', 0, MAX_SHUTDOWN_DELAY_SECONDS),
     tracing: tracingSettings(env),

@@ -81,7 +81,7 @@ const POLICY_NAMES: Readonly<Record<PolicyName, string>> = {
 };
 
 export function formatPolicyHeader(perCredential: RatePolicy, perCompany: RatePolicy): string {
-  return `${sfString('credential')};q=${perCredential.points};w=${perCredential.duration}, ${sfString('company')};q=${perCompany.points};w=${perCompany.duration}`;
+  return `${POLICY_NAMES.credential};q=${perCredential.points};w=${perCredential.duration}, ${POLICY_NAMES.company};q=${perCompany.points};w=${perCompany.duration}`;
 }
 
 /**
@@ -137,10 +137,11 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   const replicasNow = (): number => options.liveReplicas?.() ?? replicas;
   const shareOf = (policy: RatePolicy): number => Math.max(1, Math.floor(policy.points / replicasNow()));
   const clock = options.now === undefined ? {} : { now: options.now };
+  const policies = { credential: perCredential, company: perCompany };
   // The local windows hold this replica's share only when a shared count exists elsewhere; the
   // share follows the replicas counted last, read when a decision is made here (Redis unusable).
   const localPoints = (name: PolicyName): number => {
-    const policy = name === 'credential' ? perCredential : perCompany;
+    const policy = policies[name];
     return options.redis === undefined ? policy.points : shareOf(policy);
   };
   const local = {
@@ -177,7 +178,6 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
       rejectIfRedisNotReady: true,
     });
   const limiters = { credential: shared('credential', perCredential), company: shared('company', perCompany) };
-  const policies = { credential: perCredential, company: perCompany };
 
   /**
    * Leased points. A replica reserves a batch of a key's points in one atomic Redis call and

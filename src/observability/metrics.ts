@@ -213,8 +213,13 @@ function resourceLabel(resource: string | undefined): string {
 }
 
 /** Statuses are the proxy's own, but a passed-through upstream status could be anything: bounded to 100–599. */
+function isStatusCode(status: number): boolean {
+  return Number.isInteger(status) && status >= 100 && status <= 599;
+}
+
+/** A status label: the code, or `other` outside 100–599. */
 function statusLabel(status: number): string {
-  return Number.isInteger(status) && status >= 100 && status <= 599 ? String(status) : 'other';
+  return isStatusCode(status) ? String(status) : 'other';
 }
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
@@ -389,7 +394,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       byCache.set(cache, byStatus);
     }
     // Statuses outside 100–599 share the `other` label, and one entry (key 0).
-    const statusKey = Number.isInteger(status) && status >= 100 && status <= 599 ? status : 0;
+    const statusKey = isStatusCode(status) ? status : 0;
     let entry = byStatus.get(statusKey);
     if (entry === undefined) {
       const labels = { resource, status: statusLabel(status), cache };

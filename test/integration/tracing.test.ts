@@ -8,8 +8,6 @@
  * configures it.
  */
 import { once } from 'node:events';
-import { type IncomingMessage, type Server, createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -19,6 +17,7 @@ import { type TracesSampler, type TracingRuntime, startTracing } from '../../src
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox, upstreamCount } from '../helpers/env.js';
 import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { type OtlpReceiver, type ReceivedExport, startOtlpReceiver } from '../helpers/otlp-receiver.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 
@@ -388,44 +387,18 @@ describe('what a span never holds', () => {
   });
 });
 
-interface Received {
-  readonly method: string;
-  readonly url: string;
-  readonly contentType: string | undefined;
-  readonly body: Buffer;
-}
-
 describe('the OTLP export (OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
-  let receiver: Server;
-  let received: Received[];
+  let receiver: OtlpReceiver;
 
   beforeAll(async () => {
-    received = [];
-    receiver = createServer((req: IncomingMessage, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        received.push({
-          method: req.method ?? '',
-          url: req.url ?? '',
-          contentType: req.headers['content-type'],
-          body: Buffer.concat(chunks),
-        });
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{}');
-      });
-    });
-    receiver.listen(0, '127.0.0.1');
-    await once(receiver, 'listening');
+    receiver = await startOtlpReceiver();
   });
   afterAll(async () => {
-    receiver.close();
-    await once(receiver, 'close');
+    await receiver.close();
   });
 
   it('sends the spans to <endpoint>/v1/traces as OTLP/HTTP JSON once they are flushed', async () => {
-    const base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-    const env = loadEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: base, OTEL_SERVICE_NAME: 'slab-ops-proxy-test' });
+    const env = loadEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'slab-ops-proxy-test' });
     if (env.tracing === undefined) throw new Error('tracing should be on');
     const runtime = await startTracing(env.tracing);
     const sandbox = await startSandbox();
@@ -435,7 +408,7 @@ describe('the OTLP export (OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
         ['traceparent', `00-${TRACE}-${PARENT}-01`],
       ]);
       expect(res.status).toBe(200);
-      expect(received).toEqual([]); // batched: nothing is sent per request
+      expect(receiver.received).toEqual([]); // batched: nothing is sent per request
       // Resolves once the collector has answered the export.
       await runtime.forceFlush();
     } finally {
@@ -443,8 +416,8 @@ describe('the OTLP export (OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
       await sandbox.close();
       await runtime.shutdown();
     }
-    expect(received).toHaveLength(1);
-    const request = received[0] as Received;
+    expect(receiver.received).toHaveLength(1);
+    const request = receiver.received[0] as ReceivedExport;
     expect(request.method).toBe('POST');
     expect(request.url).toBe('/v1/traces');
     // The JavaScript OTLP/HTTP exporter speaks the JSON encoding (the protobuf one is another package).

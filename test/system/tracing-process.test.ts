@@ -4,56 +4,31 @@
  * the spans of its last requests still reach the collector when it stops on SIGTERM (the batch is
  * flushed before the exit, not lost with the process).
  */
-import { once } from 'node:events';
-import { type Server, createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { getWithToken } from '../helpers/http.js';
+import { type OtlpReceiver, startOtlpReceiver } from '../helpers/otlp-receiver.js';
 import { runNode } from '../helpers/process.js';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
 const PARENT = 'b7ad6b7169203331';
 
-interface Export {
-  readonly url: string;
-  readonly contentType: string | undefined;
-  readonly body: string;
-}
-
 describe('node dist/main.js with OTEL_EXPORTER_OTLP_ENDPOINT', () => {
-  let receiver: Server;
-  const exports: Export[] = [];
+  let receiver: OtlpReceiver;
 
   beforeAll(async () => {
-    receiver = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        exports.push({
-          url: req.url ?? '',
-          contentType: req.headers['content-type'],
-          body: Buffer.concat(chunks).toString('utf8'),
-        });
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{}');
-      });
-    });
-    receiver.listen(0, '127.0.0.1');
-    await once(receiver, 'listening');
+    receiver = await startOtlpReceiver();
   });
   afterAll(async () => {
-    receiver.close();
-    await once(receiver, 'close');
+    await receiver.close();
   });
 
   it('exports the spans of its requests, at the latest when it stops', async () => {
-    const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
     const proxy = runNode('dist/main.js', {
       PORT: '0',
       ADMIN_PORT: '0',
       HOST: '127.0.0.1',
-      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_SERVICE_NAME: 'slab-ops-proxy-e2e',
     });
     try {
@@ -67,8 +42,9 @@ describe('node dist/main.js with OTEL_EXPORTER_OTLP_ENDPOINT', () => {
       await proxy.stop('SIGKILL');
     }
     // Received before the exit: the process waited for the collector's answer before exiting.
+    const exports = receiver.received;
     expect(exports.length).toBeGreaterThan(0);
-    const all = exports.map((e) => e.body).join('\n');
+    const all = exports.map((e) => e.body.toString('utf8')).join('\n');
     expect(exports.every((e) => e.url === '/v1/traces' && e.contentType === 'application/json')).toBe(true);
     expect(all).toContain('"stringValue":"slab-ops-proxy-e2e"');
     expect(all).toContain(`"traceId":"${TRACE}"`);

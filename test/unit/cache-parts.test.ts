@@ -193,6 +193,7 @@ describe('memory store', () => {
     const store = createMemoryStore({ maxBytes: 1_048_576, now: () => now });
     const address = {
       group: { company: '1', resource: 'receipts' as const },
+      tag: '{1:receipts}',
       key: 'slab:{1:receipts}:co:list:per_page=30',
       generationKey: 'g',
       leaseKey: 'l',

@@ -13,6 +13,7 @@ import type { AuthorizationPolicy } from '../../auth/authorize.js';
 import type { ReadService } from '../../cache/read-service.js';
 import { API_PREFIX, RESOURCES } from '../../catalog/resources.js';
 import { InternalError } from '../../errors/proxy-error.js';
+import { fieldValue } from '../../http/raw-headers.js';
 import { clientRequestId } from '../../http/request-id.js';
 import type { InboundLimiter } from '../../limits/inbound.js';
 import { ID_SEGMENT, loggedPath } from '../../observability/logged-path.js';
@@ -123,8 +124,8 @@ export function openExchange(
             route: templateOf(route),
             resource,
             requestId,
-            traceparent: req.headers.traceparent,
-            tracestate: req.headers.tracestate,
+            traceparent: fieldValue(req, 'traceparent'),
+            tracestate: fieldValue(req, 'tracestate'),
           }),
     query: undefined,
     identity: undefined,
