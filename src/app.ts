@@ -252,7 +252,12 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   });
 
   // ── authenticate: a verified token, not revoked ──
-  const lists = accessListsOver(control.state, now);
+  // Unread since the start: refused, unless the operator chose to serve (README, "Scaling out").
+  const lists = accessListsOver(
+    control.state,
+    now,
+    config.control.unconfirmed === 'serve' ? () => true : () => control.confirmed,
+  );
   const verifier = createTokenVerifier({
     keys: options.keys,
     issuer: options.issuer,
@@ -426,6 +431,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       readiness: {
         phase() {
           if (leaving) return 'draining';
+          if (phase === 'ready' && !lists.areKnown()) return 'unconfirmed';
           // Opt-in (control.maxStaleness): a replica that cannot confirm its operator state leaves
           // the load balancer to the replicas that can (README, "Scaling out").
           const { ageMs } = control.status();
@@ -444,6 +450,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
             replicas: replicaCount?.current() ?? config.rateLimit.replicas,
             operator_state: {
               shared: status.shared,
+              confirmed: status.confirmed,
               entries: status.entries,
               ...(status.ageMs !== undefined && { age_seconds: Math.floor(status.ageMs / 1000) }),
             },

@@ -6,6 +6,11 @@
 import type { Principal } from './principal.js';
 
 export interface AccessLists {
+  /**
+   * The lists are known: read since this replica started (issue 16). Until then no revocation or
+   * block made elsewhere is, and a verified token cannot be told apart from a revoked one.
+   */
+  areKnown(): boolean;
   /** A revoked `jti` or `sub`: 401. */
   isRevoked(principal: Principal): boolean;
   /** A token revoked by its digest (an upstream 401 for a token without `jti`): 401. */
@@ -29,8 +34,13 @@ export interface AccessState {
   isEmployeeBlocked(company: string, employee: string): boolean;
 }
 
-export function accessListsOver(state: AccessState, now: () => number = Date.now): AccessLists {
+export function accessListsOver(
+  state: AccessState,
+  now: () => number = Date.now,
+  known: () => boolean = () => true,
+): AccessLists {
   return {
+    areKnown: known,
     isRevoked: (principal) => state.isRevoked(principal, now()),
     isTokenRevoked: (digest) => state.hasDigests && state.isDigestRevoked(digest, now()),
     isCompanyBlocked: (company) => state.isCompanyBlocked(company),
@@ -40,6 +50,7 @@ export function accessListsOver(state: AccessState, now: () => number = Date.now
 
 /** Nothing revoked, nothing blocked (the sandbox, which has no operator). */
 export const NO_ACCESS_LISTS: AccessLists = {
+  areKnown: () => true,
   isRevoked: () => false,
   isTokenRevoked: () => false,
   isCompanyBlocked: () => false,

@@ -95,6 +95,12 @@ export const configSchema = z.strictObject({
      * `/readyz` answers 503 `stale`; 0 keeps it serving with the last state it knows.
      */
     maxStaleness: z.number().min(0).max(86_400),
+    /**
+     * Before a replica has read the operator state since it started (Redis unreachable at the
+     * start): `refuse` answers reads 503 `operator_state_unavailable` and `/readyz` 503
+     * `unconfirmed`; `serve` serves as though nothing were revoked or blocked.
+     */
+    unconfirmed: z.enum(['refuse', 'serve']),
   }),
   auth: z.strictObject({
     requiredScope: z.string().min(1).max(256),
@@ -142,7 +148,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     passthrough: false,
     breaker: { failures: 5, openFor: 10 },
   },
-  control: { syncInterval: 1, maxStaleness: 0 },
+  control: { syncInterval: 1, maxStaleness: 0, unconfirmed: 'refuse' },
   auth: {
     requiredScope: 'operations:read',
     requiredModule: 'slab',

@@ -3,7 +3,8 @@
  *
  *   {<prefix>:ctl}:state   hash: field → entry text (operator-state.ts)
  *   {<prefix>:ctl}:meta    hash: `incarnation` (a random id, set when the state is first written to
- *                          this Redis) and `rev` (one more at every change)
+ *                          this Redis), `born` (when that was, on Redis's clock) and `rev` (one
+ *                          more at every change)
  *   <prefix>:ctl           pub/sub channel: one message per change
  *
  * One hash tag, so a Redis Cluster keeps both keys in one slot and the scripts stay atomic there.
@@ -82,7 +83,7 @@ const MERGE_SCRIPT = `${NOW}
 local incarnation = redis.call('hget', KEYS[2], 'incarnation')
 if not incarnation then
   incarnation = ARGV[1]
-  redis.call('hset', KEYS[2], 'incarnation', incarnation)
+  redis.call('hset', KEYS[2], 'incarnation', incarnation, 'born', string.format('%d', now))
 end
 local written = 0
 for i = 3, #ARGV, 2 do
@@ -116,8 +117,15 @@ if written > 0 then
 end
 return {incarnation, rev, written}`;
 
-/** The whole state with its meta, in one atomic read. KEYS: state, meta. */
-const READ_SCRIPT = `return {redis.call('hget', KEYS[2], 'incarnation') or '', tonumber(redis.call('hget', KEYS[2], 'rev') or '0'), redis.call('hgetall', KEYS[1])}`;
+/**
+ * The whole state with its meta and the incarnation's age (ms; -1 when it has no `born`: written
+ * before it was kept, so old), in one atomic read. KEYS: state, meta.
+ */
+const READ_SCRIPT = `${NOW}
+local born = tonumber(redis.call('hget', KEYS[2], 'born') or '')
+local age = -1
+if born then age = math.max(0, now - born) end
+return {redis.call('hget', KEYS[2], 'incarnation') or '', tonumber(redis.call('hget', KEYS[2], 'rev') or '0'), redis.call('hgetall', KEYS[1]), age}`;
 
 /** Drops the expired entries (on Redis's clock). KEYS: state. */
 const PRUNE_SCRIPT = `${NOW}
@@ -153,7 +161,16 @@ export interface ChangeMessage {
 export interface ControlStore {
   readonly channel: string;
   meta(): Promise<StateMeta>;
-  read(): Promise<{ readonly meta: StateMeta; readonly entries: Array<[string, StateEntry]> }>;
+  /**
+   * The whole state. `ageMs`: how long ago this incarnation began (`Infinity` when unknown: it
+   * predates the record of it), so that a replica can tell a state just written anew, which other
+   * replicas may not have merged their knowledge into yet.
+   */
+  read(): Promise<{
+    readonly meta: StateMeta;
+    readonly ageMs: number;
+    readonly entries: Array<[string, StateEntry]>;
+  }>;
   change(field: string, value: StateEntry['v'], expiresAt: number | null): Promise<ChangeResult>;
   merge(
     entries: Iterable<[string, StateEntry]>,
@@ -195,7 +212,7 @@ export function createControlStore(client: RedisClient, prefix: string): Control
       return { incarnation: incarnation ?? undefined, rev: Number(rev ?? '0') };
     },
     async read() {
-      const reply = (await client.eval(READ_SCRIPT, 2, stateKey, metaKey)) as [unknown, unknown, unknown[]];
+      const reply = (await client.eval(READ_SCRIPT, 2, stateKey, metaKey)) as [unknown, unknown, unknown[], unknown];
       const flat = reply[2];
       const entries: Array<[string, StateEntry]> = [];
       for (let i = 0; i + 1 < flat.length; i += 2) {
@@ -203,7 +220,8 @@ export function createControlStore(client: RedisClient, prefix: string): Control
         const entry = decodeEntry(field, asString(flat[i + 1]));
         if (entry !== undefined) entries.push([field, entry]); // a malformed entry is skipped, never fatal
       }
-      return { meta: parseMeta(reply[0], reply[1]), entries };
+      const age = Number(reply[3]);
+      return { meta: parseMeta(reply[0], reply[1]), ageMs: age >= 0 ? age : Number.POSITIVE_INFINITY, entries };
     },
     async change(field, value, expiresAt) {
       const reply = (await client.eval(

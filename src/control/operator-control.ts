@@ -8,6 +8,13 @@
  * counts (`rev`) and announces it; every replica applies the announcement (milliseconds), and
  * checks Redis's `rev` every `syncIntervalMs` to heal a missed message.
  *
+ * Never served unread (issue 16): a replica that has not read the state since it started knows no
+ * decision, and serving then would be failing open on every revocation. It counts as `confirmed`
+ * once it has read a state that every other live replica has had the time to merge its knowledge
+ * into: an incarnation at least `settleMs` old. A state written anew (Redis flushed or restarted
+ * empty, or a new deployment) is younger; the other replicas write what they know back at their
+ * next check, within one sync interval and a command's timeout, so a start waits that long.
+ *
  * Never lapsing: the copy here is never replaced by what Redis says, only merged with it (the later
  * stamp wins per entry, deletions included: operator-state.ts). When the check finds that Redis lost
  * the state (no `incarnation`: flushed or restarted empty; another incarnation or a lower `rev`: a
@@ -40,6 +47,12 @@ export interface OperatorControlOptions {
     | undefined;
   /** How often the shared state is checked against this copy, ms (default 1 000). */
   readonly syncIntervalMs?: number;
+  /**
+   * How old an incarnation must be before a read of it confirms this replica's state, ms: longer
+   * than every other replica takes to check it and write back (default: two sync intervals and
+   * the control connection's command timeout).
+   */
+  readonly settleMs?: number;
   /** How often expired entries are dropped, ms (default 60 000). */
   readonly pruneIntervalMs?: number;
   readonly now?: () => number;
@@ -52,6 +65,8 @@ export interface ControlStatus {
   /** Since this copy was last confirmed against Redis, ms; `undefined` when not shared. */
   readonly ageMs: number | undefined;
   readonly entries: number;
+  /** The state has been read since this replica started (always, when not shared). */
+  readonly confirmed: boolean;
 }
 
 export type RevocationKind = RevocationView['kind'];
@@ -64,6 +79,13 @@ export type RevocationKind = RevocationView['kind'];
 export interface OperatorControl {
   /** The state the hit path reads (access lists, overrides). */
   readonly state: OperatorState;
+  /**
+   * Read from Redis since this replica started (a state settled there: see `settleMs`), or not
+   * shared at all. Until then this replica knows no revocation or block made elsewhere.
+   */
+  readonly confirmed: boolean;
+  /** Resolves once `confirmed` is true (never, if it never is). */
+  readonly confirmation: Promise<void>;
   overrides(): TtlOverrides;
   /** Told after every change of the overrides (a change here, from another replica, or a merge). */
   onOverridesChange(listener: (overrides: TtlOverrides) => void): void;
@@ -82,6 +104,9 @@ export interface OperatorControl {
   close(): void;
 }
 
+/** The control connection's command timeout (src/platform/redis.ts): how long a write-back may take. */
+const CONTROL_COMMAND_MS = 1_000;
+
 const REVOCATION_KINDS: Readonly<Record<RevocationKind, EntryKind>> = { jti: 'jti', digest: 'tok', sub: 'sub' };
 
 export function createOperatorControl(options: OperatorControlOptions = {}): OperatorControl {
@@ -93,6 +118,15 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
   /** Redis's incarnation and rev as this copy last matched them. */
   let known: StateMeta | undefined;
   let confirmedAt: number | undefined;
+  const syncIntervalMs = options.syncIntervalMs ?? 1_000;
+  const settleMs = options.settleMs ?? 2 * syncIntervalMs + CONTROL_COMMAND_MS;
+  /** A settled state has been read since the start (see the module's comment). */
+  let confirmed = store === undefined;
+  let markConfirmed: () => void = () => undefined;
+  const confirmation = new Promise<void>((resolve) => {
+    markConfirmed = resolve;
+  });
+  if (confirmed) markConfirmed();
   const startedAt = now();
   /** Fields changed here that Redis does not have yet. */
   const dirty = new Set<string>();
@@ -125,7 +159,8 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
 
   async function checkOnce(redis: ControlStore): Promise<void> {
     const meta = await redis.meta();
-    let mustRead = known === undefined || meta.rev !== known.rev || meta.incarnation !== known.incarnation;
+    let mustRead =
+      !confirmed || known === undefined || meta.rev !== known.rev || meta.incarnation !== known.incarnation;
     if (meta.incarnation === undefined) {
       // This Redis holds no state: flushed, restarted empty, failed over to an empty replica — or
       // new. Keys of the earlier layout come in as the oldest entries; then everything known here.
@@ -152,6 +187,10 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
       const read = await redis.read();
       applyAll(read.entries);
       known = read.meta;
+      if (!confirmed && read.ageMs >= settleMs) {
+        confirmed = true;
+        markConfirmed();
+      }
     }
     confirmedAt = now();
   }
@@ -234,7 +273,7 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
     subscriber.subscribe(channel).catch((error: unknown) => options.onError?.(error));
   }
 
-  const syncTimer = store === undefined ? undefined : setInterval(() => void sync(), options.syncIntervalMs ?? 1_000);
+  const syncTimer = store === undefined ? undefined : setInterval(() => void sync(), syncIntervalMs);
   syncTimer?.unref();
   const pruneTimer = setInterval(() => {
     const before = state.overrides();
@@ -246,6 +285,10 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
 
   return {
     state,
+    get confirmed() {
+      return confirmed;
+    },
+    confirmation,
     overrides: () => state.overrides(),
     onOverridesChange(listener) {
       listeners.push(listener);
@@ -264,8 +307,8 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
       change(fieldOf('em', `${company}/${employee}`), blocked ? true : null, null),
     sync,
     status() {
-      if (store === undefined) return { shared: false, ageMs: undefined, entries: state.size };
-      return { shared: true, ageMs: now() - (confirmedAt ?? startedAt), entries: state.size };
+      if (store === undefined) return { shared: false, ageMs: undefined, entries: state.size, confirmed };
+      return { shared: true, ageMs: now() - (confirmedAt ?? startedAt), entries: state.size, confirmed };
     },
     close() {
       if (syncTimer !== undefined) clearInterval(syncTimer);

@@ -223,6 +223,16 @@ export class ShuttingDownError extends ProxyError {
   }
 }
 
+export class OperatorStateUnavailableError extends ProxyError {
+  readonly code = 'operator_state_unavailable';
+  constructor() {
+    super(
+      'This replica has not yet read which credentials are revoked and which companies are blocked; retry shortly.',
+      { 'retry-after': '1' },
+    );
+  }
+}
+
 export class SharedStateUnavailableError extends ProxyError {
   readonly code = 'shared_state_unavailable';
   constructor() {

@@ -20,6 +20,11 @@ export const ERROR_REGISTRY = {
   upstream_timeout: { status: 504, title: 'Upstream timeout' },
   /** Admin API: a change applied on this replica that Redis could not take to the others. */
   shared_state_unavailable: { status: 503, title: 'Shared state unavailable' },
+  /**
+   * A replica that has not read the operator state since it started cannot tell a revoked token or
+   * a blocked company: it refuses rather than serve as though nothing were (`control.unconfirmed`).
+   */
+  operator_state_unavailable: { status: 503, title: 'Operator state unavailable' },
   /** A request that reached a replica draining for shutdown (on a kept-alive connection). */
   shutting_down: { status: 503, title: 'Shutting down' },
   /** Admin API: a body that is JSON but not what the endpoint takes (`pointer` names the member). */

@@ -31,7 +31,7 @@ import { requestIdOf } from '../http/request-id.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../observability/metrics.js';
 import { renderOpenApi } from '../docs/openapi.js';
 
-export type Phase = 'starting' | 'ready' | 'stale' | 'draining';
+export type Phase = 'starting' | 'ready' | 'unconfirmed' | 'stale' | 'draining';
 
 export interface Readiness {
   /** Ready only between the end of the start and the beginning of a drain (and, when the config asks, while the operator state is current). */

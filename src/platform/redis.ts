@@ -10,6 +10,7 @@
  */
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
+import { ClusterSeeds } from './cluster-seeds.js';
 
 /**
  * A command timeout that a busy event loop cannot fake (issue 8: under a burst, 300 requests per
@@ -65,14 +66,6 @@ export interface RedisConnectionOptions {
   readonly onError?: (error: Error) => void;
 }
 
-/** `host:port` seed nodes (validated by the config) as ioredis wants them. */
-export function clusterNodes(nodes: readonly string[]): { host: string; port: number }[] {
-  return nodes.map((node) => {
-    const colon = node.lastIndexOf(':');
-    return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
-  });
-}
-
 /**
  * A command on a failed master fails at once instead of being retried for ~1.6 s (ioredis retries
  * "Connection is closed" 16 times, 100 ms apart, by default): measured, one master killed stalled
@@ -107,9 +100,17 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
   };
   let client: RedisClient;
   if (options.clusterNodes !== undefined && options.clusterNodes.length > 0) {
-    client = new Cluster(clusterNodes(options.clusterNodes), {
+    const seeds = new ClusterSeeds(options.clusterNodes);
+    const cluster = new Cluster(seeds.initial, {
       redisOptions: { ...redisOptions, enableAutoPipelining: false },
       enableOfflineQueue: subscriber,
+      // ioredis's ready check sends `CLUSTER INFO` to a node drawn at random and, without an
+      // offline queue, fails when that node is still connecting; seed nodes that became replicas
+      // always are (ioredis has just sent them `READONLY`), so a client given such seeds never
+      // became ready (issue 16: 40 s and more, where ioredis's defaults take 50 ms). The slot map
+      // was read from a live node already; a node that cannot serve fails its commands, and the
+      // node's breaker (`RedisHealth`) skips it.
+      enableReadyCheck: false,
       // Not on a cluster: ioredis's auto-pipelining reads the slot map without a check, and a
       // command sent while the client had no slots yet, run once a partial map arrived (a cluster
       // still forming), threw outside any promise and stopped the process (seen in
@@ -120,6 +121,11 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
       // A subscription may wait for the cluster; a command may not.
       ...(subscriber ? {} : FAIL_FAST_CLUSTER_OPTIONS),
     });
+    seeds.attach(cluster);
+    // Every address of the configured names, for the first retry already.
+    void seeds.resolve().then(() => seeds.applyTo(cluster));
+    reconnectWhenStuck(cluster, seeds, options.onError);
+    client = cluster;
   } else if (options.url !== undefined) {
     client = new Redis(options.url, redisOptions);
   } else {
@@ -127,7 +133,6 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
   }
   // Without a listener ioredis reports every connection error as unhandled.
   client.on('error', (error: Error) => options.onError?.(error));
-  if (client instanceof Cluster) reconnectWhenStuck(client, options.onError);
   return client;
 }
 
@@ -135,14 +140,15 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
 export const STUCK_CLUSTER_MS = 5_000;
 
 /**
- * A replica never stays cut off from its cluster (issue 8: after failovers, a replica started
- * with seed nodes that had become replicas kept answering "Cluster isn't ready" for 40 s and more,
- * while the others served). ioredis retries on its own; should its cluster client still not be
- * ready after `STUCK_CLUSTER_MS`, it is made to start over: a new connection to the seed nodes and
- * a fresh slot map, every `STUCK_CLUSTER_MS` until it is ready. A client closed on purpose stops.
+ * A replica never stays cut off from its cluster (issues 8 and 16). ioredis retries on its own;
+ * should its cluster client still not be ready after `STUCK_CLUSTER_MS`, it is made to start over:
+ * a new connection to the seed nodes (resolved again, with every node of the last slot map: see
+ * `src/platform/cluster-seeds.ts`) and a fresh slot map, every `STUCK_CLUSTER_MS` until it is
+ * ready. A client closed on purpose stops.
  */
 function reconnectWhenStuck(
   cluster: Cluster,
+  seeds: ClusterSeeds,
   onError: ((error: Error) => void) | undefined,
   now: () => number = Date.now,
 ): void {
@@ -159,7 +165,11 @@ function reconnectWhenStuck(
     onError?.(
       new Error(`Redis Cluster not ready for ${String(STUCK_CLUSTER_MS)} ms: reconnecting from the seed nodes`),
     );
-    cluster.disconnect(true);
+    void seeds.resolve().then(() => {
+      if (cluster.status === 'end' || cluster.status === 'ready') return;
+      seeds.applyTo(cluster);
+      cluster.disconnect(true);
+    });
   }, 1_000);
   watchdog.unref();
 }

@@ -88,6 +88,8 @@ export async function startProxy(options: StartProxyOptions): Promise<ProxyHandl
     host: '127.0.0.1',
     ...(options.adminToken !== undefined && { adminPort: 0 }),
   });
+  // Reads are refused until the operator state has been read (with Redis: a state settled there).
+  await app.control.confirmation;
   return {
     app,
     url: `http://127.0.0.1:${port}`,

@@ -14,6 +14,7 @@ import { ProxyError } from '../../src/errors/proxy-error.js';
 /** Access lists revoking the digests in `revoked` (as an upstream 401 for a token without `jti` does). */
 function listsRevoking(revoked: Set<string>): AccessLists {
   return {
+    areKnown: () => true,
     isRevoked: () => false,
     isTokenRevoked: (digest) => revoked.has(digest),
     isCompanyBlocked: () => false,

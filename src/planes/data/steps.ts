@@ -4,7 +4,7 @@
  * then 429, then 404, 405, 403, 400):
  *
  *   target (400 invalid_request) → OPTIONS (204) → query (400 access_token)
- *   → authenticate (400 two headers, 401) → inbound limits (429)
+ *   → authenticate (400 two headers, 401) → operator state (503) → inbound limits (429)
  *   → resource (404) → method (405) → authorise (403) → validate query (400)
  *   → read (L1 → store → coalesced origin fill) → respond (406, 304, the read's answer)
  *
@@ -24,6 +24,7 @@ import {
   InvalidRequestError,
   MethodNotAllowedError,
   NotFoundError,
+  OperatorStateUnavailableError,
   ProxyError,
   RateLimitedError,
 } from '../../errors/proxy-error.js';
@@ -84,6 +85,14 @@ export function authenticate(ex: Exchange, parts: DataPlaneParts): StepResult {
   const cached = parts.authenticator.authenticateCached(header, ex.req.socket);
   if (cached !== undefined) return authenticated(ex, parts, cached);
   return parts.authenticator.authenticate(header).then((identity) => authenticated(ex, parts, identity));
+}
+
+/**
+ * A replica that has not read the operator state since it started cannot tell whether this
+ * credential is revoked or its company blocked: 503 rather than fail open (issue 16).
+ */
+export function requireKnownLists(ex: Exchange, parts: DataPlaneParts): StepResult {
+  return parts.lists.areKnown() ? false : fail(ex, parts, new OperatorStateUnavailableError());
 }
 
 function limited(ex: Exchange, parts: DataPlaneParts, verdict: LimitVerdict): boolean {
@@ -172,6 +181,7 @@ export const REQUEST_FLOW: ReadonlyArray<readonly [name: string, step: Step]> = 
   ['options', answerOptions],
   ['query', parseQuery],
   ['authenticate', authenticate],
+  ['operator state', requireKnownLists],
   ['inbound limits', applyInboundLimits],
   ['resource', resolveResource],
   ['method', checkMethod],
