@@ -319,19 +319,12 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     replicas: config.rateLimit.replicas,
     liveReplicas,
     holdMs: config.upstream.timeout * 1000,
-    redis:
-      redis === undefined || cacheHealth === undefined
-        ? undefined
-        : { connect: redis.connectBudget, prefix: config.cache.keyPrefix, sharedHealth: cacheHealth },
-    onError: (error) => logger.debug(errorFields(error), 'upstream budget error'),
-    onRedisFailure: () => metrics.redisError('budget'),
-  });
-  replicaCount?.onChange(() => {
-    budget
-      .rescale()
-      .catch((error: unknown) =>
-        logger.warn(errorFields(error), 'the local upstream share did not follow the replica count'),
-      );
+    redis: redis === undefined ? undefined : { ...redis.budget, prefix: config.cache.keyPrefix },
+    now,
+    onRedisFailure: (error) => {
+      metrics.redisError('budget');
+      logger.debug(errorFields(error), 'upstream budget: the shared ledger did not answer');
+    },
   });
   const origin = guardOrigin(createUpstreamOrigin(upstream), {
     // An upstream 401 for a token the proxy accepted revokes it in the proxy too (README,
@@ -491,10 +484,9 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       const startedWaiting = performance.now();
       await redis?.ready(REDIS_START_WAIT_MS);
       await control.sync();
-      // The upstream budget's shared limits in force before any request: a replica on its local
-      // share while the others already share the limit would add that share on top of it (the
-      // cluster overload test once saw 13 upstream requests in a second of 10 after a restart).
-      // Within the same bound as the wait for Redis: a Redis that is down costs no more time.
+      // The upstream budget's shared ledger answering before any request, so that the first misses
+      // do not wait for it (a replica cut off from it starts nothing until it may take its share:
+      // src/limits/budget-mode.ts). Within the same bound as the wait for Redis.
       await budget.whenShared(REDIS_START_WAIT_MS - (performance.now() - startedWaiting));
       const port = await listenOn(server, listen.port, listen.host);
       phase = 'ready';
@@ -502,21 +494,14 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     },
     reload(file) {
       const changed = changedPaths(currentConfig, file);
-      // The cache policies (run-time overrides stay on top), and the upstream budget's limits,
-      // written to Redis for every replica.
+      // The cache policies (run-time overrides stay on top), and the upstream budget's limits for
+      // this replica's calls (every replica reloads the same file: README, "Limits").
       policies.setConfig(file.cache);
       if (
         file.upstream.maxConcurrent !== currentConfig.upstream.maxConcurrent ||
         file.upstream.maxPerSecond !== currentConfig.upstream.maxPerSecond
       ) {
-        void budget
-          .apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond })
-          .catch((error: unknown) =>
-            logger.warn(
-              errorFields(error),
-              'the new upstream budget applies on this replica only: Redis is unavailable',
-            ),
-          );
+        budget.apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond });
       }
       currentConfig = file;
       return changed.filter(
@@ -541,7 +526,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       verifier.close();
       control.close();
       await replicaCount?.close();
-      await budget.close();
+      budget.close();
       await cache.coordinator.close();
       await cache.store.close();
       redis?.close();

@@ -297,8 +297,8 @@ export interface SharedRedis {
   readonly subscriber: RedisClient;
   /** The operator state's commands and subscriptions (its own Redis, or the cache's). */
   readonly control: { readonly client: RedisClient; readonly subscriber: RedisClient };
-  /** A new connection for the upstream budget: bottleneck keeps (and may replace) its own. */
-  connectBudget(): RedisClient;
+  /** The upstream budget's connection, with a command timeout of its own. */
+  readonly budget: { readonly client: RedisClient; readonly commandTimeoutMs: number };
   /** Resolves once the cache's and the operator state's connections are ready, or after `maxWaitMs`. */
   ready(maxWaitMs: number): Promise<void>;
   close(): void;
@@ -313,8 +313,8 @@ export interface SharedRedisOptions {
 /** The operator state's reads may take longer than a cache lookup (they never stall a request). */
 const CONTROL_COMMAND_TIMEOUT_MS = 1_000;
 /**
- * Bottleneck's scripts are on the miss path only, and a spurious timeout would switch a replica to
- * its local share while its cluster slots are still held: more room than the cache's 100 ms.
+ * The upstream budget's calls are on the miss path only, and a spurious timeout stops its grants
+ * until the next heartbeat answers: more room than the cache's 100 ms.
  */
 const BUDGET_COMMAND_TIMEOUT_MS = 250;
 
@@ -330,7 +330,6 @@ export function connectRedis(settings: RedisSettings, options: SharedRedisOption
       ...where,
       commandTimeoutMs,
       subscriber,
-      autoPipelining: component !== 'budget',
       onError: (error) => options.onError?.(component, error),
     });
   const client = connect('cache', options.commandTimeoutMs);
@@ -345,12 +344,14 @@ export function connectRedis(settings: RedisSettings, options: SharedRedisOption
         ? subscriber
         : connect('control', CONTROL_COMMAND_TIMEOUT_MS, controlWhere, true),
   };
-  const all = [...new Set([client, subscriber, control.client, control.subscriber])];
+  const budgetTimeoutMs = Math.max(BUDGET_COMMAND_TIMEOUT_MS, options.commandTimeoutMs);
+  const budget = { client: connect('budget', budgetTimeoutMs), commandTimeoutMs: budgetTimeoutMs };
+  const all = [...new Set([client, subscriber, control.client, control.subscriber, budget.client])];
   return {
     client,
     subscriber,
     control,
-    connectBudget: () => connect('budget', Math.max(BUDGET_COMMAND_TIMEOUT_MS, options.commandTimeoutMs)),
+    budget,
     async ready(maxWaitMs) {
       await Promise.all([readyWithin(client, maxWaitMs), readyWithin(control.client, maxWaitMs)]);
     },

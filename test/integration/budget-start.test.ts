@@ -1,14 +1,12 @@
 /**
- * A start takes requests only once the upstream budget's shared limits are in force
- * (`whenShared`, src/limits/upstream-budget.ts, awaited by `listen` in src/app.ts): a replica on
- * its local share while the others already share the limit would add its share on top of it.
- * Against a real `redis-server`, and against a port where nothing answers.
+ * A start takes requests once the upstream budget's shared ledger answers (`whenShared`,
+ * src/limits/upstream-budget.ts, awaited by `listen` in src/app.ts), so that its first misses do
+ * not wait for it. Against a real `redis-server`, and against a port where nothing answers.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/dev/free-port.js';
-import { createUpstreamBudget } from '../../src/limits/upstream-budget.js';
-import { RedisHealth } from '../../src/platform/redis.js';
+import { REJOIN_MS, createUpstreamBudget } from '../../src/limits/upstream-budget.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 
 let redis: RedisServer;
@@ -22,37 +20,45 @@ afterAll(async () => {
 });
 
 function budgetOver(url: string) {
-  const shared = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
-  return createUpstreamBudget({
+  const client = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250 });
+  client.on('error', () => undefined);
+  const budget = createUpstreamBudget({
     maxConcurrent: 3,
     maxPerSecond: 10,
     replicas: 3,
     holdMs: 1_000,
-    redis: {
-      connect: () => new Redis(url, { maxRetriesPerRequest: 0 }),
-      prefix: `budget-start-${String(process.pid)}`,
-      sharedHealth: new RedisHealth(shared),
-    },
+    redis: { client, prefix: `budget-start-${String(process.pid)}`, commandTimeoutMs: 250 },
   });
+  return {
+    budget,
+    close() {
+      budget.close();
+      client.disconnect();
+    },
+  };
 }
 
 describe('the upstream budget at a start', () => {
-  it('says when its shared limits are in force', async () => {
-    const budget = budgetOver(redis.url);
-    expect(await budget.whenShared(5_000)).toBe(true);
+  it('says when its shared ledger grants: after the first epoch has opened', async () => {
+    const { budget, close } = budgetOver(redis.url);
+    expect(await budget.whenShared(REJOIN_MS + 5_000)).toBe(true);
+    expect(budget.mode()).toBe('shared');
     expect(await budget.whenShared(0)).toBe(true); // and from then on, at once
-    await budget.close();
+    close();
   });
 
-  it('gives up at the bound when Redis does not answer, keeping to the local share', async () => {
-    const budget = budgetOver(`redis://127.0.0.1:${String(await freePort())}`);
+  it('gives up at the bound when Redis does not answer, and takes no slot meanwhile', async () => {
+    const { budget, close } = budgetOver(`redis://127.0.0.1:${String(await freePort())}`);
     expect(await budget.whenShared(300)).toBe(false);
-    await budget.close();
+    expect(budget.mode()).toBe('cut-off');
+    expect(await budget.run(() => Promise.resolve('ran'), 50)).toEqual({ kind: 'refused' });
+    close();
   });
 
   it('has nothing to wait for without Redis', async () => {
     const budget = createUpstreamBudget({ maxConcurrent: 3, maxPerSecond: 10, replicas: 1, holdMs: 1_000 });
     expect(await budget.whenShared(5_000)).toBe(false);
-    await budget.close();
+    expect(budget.mode()).toBe('local');
+    budget.close();
   });
 });

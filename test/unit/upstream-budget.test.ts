@@ -21,7 +21,7 @@ describe('upstream budget (one replica)', () => {
     // The refused request left nothing behind in the queue: the next one runs at once.
     expect(await budget.run(() => Promise.resolve('third'), 1_000)).toEqual({ kind: 'ran', value: 'third' });
     expect(ranSecond).toBe(false);
-    await budget.close();
+    budget.close();
   });
 
   it('gives each replica its share when several share the limits', async () => {
@@ -34,6 +34,6 @@ describe('upstream budget (one replica)', () => {
     expect(await budget.run(() => Promise.resolve(1), 50)).toEqual({ kind: 'refused' }); // 4 / 4 = 1 slot
     release?.();
     await first;
-    await budget.close();
+    budget.close();
   });
 });

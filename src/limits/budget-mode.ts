@@ -1,0 +1,81 @@
+/**
+ * Which ledger an upstream budget takes its slots from, decided from what this replica has heard
+ * from the shared ledger (docs/architecture.md#the-upstream-budget):
+ *
+ * - `shared`: the shared ledger answered last, this replica has registered in its epoch, and its
+ *   grants are open. Slots come from Redis, for every replica together.
+ * - `cut-off`: the shared ledger did not answer, or has not yet; slots granted by it before may
+ *   still be held anywhere, so none is taken from anywhere. Not for longer than `fallbackAfterMs`.
+ * - `local`: the shared ledger has not answered for `fallbackAfterMs`: every slot it granted before
+ *   has been released or has expired, and this replica keeps to its share. It stays on its share
+ *   until the shared ledger answers a rejoin: its slots registered there, grants closed for every
+ *   replica until all have had the time to do the same.
+ * - `closed`: the shared ledger answered but grants have not opened yet (a new epoch, a rejoin).
+ */
+export type BudgetMode = 'shared' | 'closed' | 'cut-off' | 'local';
+
+export const BUDGET_MODES: readonly BudgetMode[] = ['shared', 'closed', 'cut-off', 'local'];
+
+export class BudgetContact {
+  readonly #fallbackAfterMs: number;
+  /** Last answer from the shared ledger (or the start), on this replica's clock. */
+  #lastAnswerAt: number;
+  #failing = false;
+  /** The epoch this replica has registered its slots in. */
+  #epoch: string | undefined;
+  /** When grants open, on this replica's clock. */
+  #openAt = 0;
+  /** On its local share: left only by a rejoin. */
+  #local = false;
+
+  constructor(fallbackAfterMs: number, startedAt: number) {
+    this.#fallbackAfterMs = fallbackAfterMs;
+    this.#lastAnswerAt = startedAt;
+  }
+
+  get epoch(): string | undefined {
+    return this.#epoch;
+  }
+
+  /** Whether the next answer must be a rejoin (this replica took slots from its local share). */
+  get rejoining(): boolean {
+    return this.#local;
+  }
+
+  mode(now: number): BudgetMode {
+    if (this.#local) return 'local';
+    if (this.#failing || this.#epoch === undefined) {
+      if (now - this.#lastAnswerAt < this.#fallbackAfterMs) return 'cut-off';
+      this.#local = true;
+      return 'local';
+    }
+    return now < this.#openAt ? 'closed' : 'shared';
+  }
+
+  /** When a `cut-off` replica turns to its local share (on its clock). */
+  get fallbackAt(): number {
+    return this.#lastAnswerAt + this.#fallbackAfterMs;
+  }
+
+  /** When grants open (on its clock). */
+  get openAt(): number {
+    return this.#openAt;
+  }
+
+  /** The shared ledger answered at `now`: grants open `openInMs` from now. */
+  answered(now: number, openInMs: number): void {
+    this.#lastAnswerAt = now;
+    this.#failing = false;
+    this.#openAt = now + Math.max(0, openInMs);
+  }
+
+  /** This replica's slots are registered in `epoch` (a rejoin ends there). */
+  registered(epoch: string): void {
+    this.#epoch = epoch;
+    this.#local = false;
+  }
+
+  failed(): void {
+    this.#failing = true;
+  }
+}
