@@ -96,16 +96,22 @@ if ARGV[3] == '1' and open < now + tonumber(ARGV[2]) then
 end
 local window = tonumber(ARGV[4])
 local hold = tonumber(ARGV[5])
+redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+redis.call('zremrangebyscore', KEYS[3], '-inf', now - window)
 local last = tonumber(redis.call('hget', KEYS[1], 'last') or '')
+local later = false
 for i = 6, #ARGV - 1, 2 do
   local age = tonumber(ARGV[i + 1])
   if age < hold then
     redis.call('zadd', KEYS[2], now - age + hold, ARGV[i])
     if age < window then redis.call('zadd', KEYS[3], now - age, ARGV[i]) end
-    if (not last) or now - age > last then last = now - age end
+    if (not last) or now - age > last then
+      last = now - age
+      later = true
+    end
   end
 end
-if last then redis.call('hset', KEYS[1], 'last', string.format('%.3f', last)) end
+if later then redis.call('hset', KEYS[1], 'last', string.format('%.3f', last)) end
 if #ARGV > 5 then
   redis.call('pexpire', KEYS[2], hold + window)
   redis.call('pexpire', KEYS[3], hold + window)

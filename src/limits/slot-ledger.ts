@@ -57,7 +57,10 @@ export class SlotLedger {
   /** When the latest start granted here is due. */
   #lastStart = Number.NEGATIVE_INFINITY;
 
-  /** `holdMs`: how long a slot counts at most, released or not (the longest exchange and a margin). */
+  /**
+   * `holdMs`: how long a slot counts at most, released or not (the longest exchange and a margin);
+   * `Infinity` for slots whose release is never lost (this process's own).
+   */
   constructor(holdMs: number) {
     if (!(holdMs > 0)) throw new TypeError('holdMs must be positive');
     this.#holdMs = holdMs;
@@ -91,7 +94,7 @@ export class SlotLedger {
       this.#holds.set(id, { startedAt: next, expiresAt: next + this.#holdMs });
       this.#starts.push(next);
       this.#lastStart = next;
-      startsInMs.push(next - now);
+      startsInMs.push(Math.round((next - now) * 1000) / 1000); // to the µs, as the shared ledger says it
       next += spacing;
     }
     if (startsInMs.length > 0) return { kind: 'granted', startsInMs };

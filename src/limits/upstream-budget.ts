@@ -85,7 +85,8 @@ export class UpstreamBudget {
     this.#replicas = () => Math.max(1, options.liveReplicas?.() ?? options.replicas);
     this.#now = options.now ?? Date.now;
     const holdMs = options.holdMs + HOLD_MARGIN_MS;
-    this.#own = new SlotLedger(holdMs);
+    // This replica's own slots count until they are released: it knows when its exchanges end.
+    this.#own = new SlotLedger(Number.POSITIVE_INFINITY);
     this.#onRedisFailure = options.onRedisFailure;
     const redis = options.redis;
     // Past this, every slot the shared ledger granted before it stopped answering is over: its
@@ -153,18 +154,20 @@ export class UpstreamBudget {
    */
   whenShared(maxWaitMs: number): Promise<boolean> {
     if (this.#shared === undefined) return Promise.resolve(false);
+    return this.whenMode('shared', maxWaitMs);
+  }
+
+  /** Resolves `true` once the mode is `mode` (checked at every heartbeat and change), or `false` after `maxWaitMs`. */
+  whenMode(mode: BudgetMode, maxWaitMs: number): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
       const check = (): void => {
-        if (this.mode() !== 'shared') {
-          if (this.#contact.epoch !== undefined) this.#wakeAt(this.#contact.openAt);
-          return;
-        }
-        done(true);
+        if (this.mode() === mode) done(true);
+        else if (mode === 'shared' && this.mode() === 'closed') this.#wakeAt(this.#contact.openAt);
       };
-      const done = (shared: boolean): void => {
+      const done = (reached: boolean): void => {
         clearTimeout(timer);
         this.#modeListeners.delete(check);
-        resolve(shared);
+        resolve(reached);
       };
       const timer = setTimeout(() => done(false), Math.max(0, maxWaitMs));
       timer.unref();

@@ -1,0 +1,159 @@
+/**
+ * The upstream budget's modes (src/limits/budget-mode.ts) against a real `redis-server`, with one
+ * replica's connection through a TCP gate that can cut it off while the other still reaches Redis
+ * (a partition): no slot at all while a cut-off replica's shared slots may still be held, its share
+ * once they cannot, and back to the shared ledger through a rejoin that registers what it holds
+ * and closes grants for every replica meanwhile. Then the ledger lost (FLUSHALL): a new epoch, in
+ * which both replicas register their slots before grants open.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  HEARTBEAT_MS,
+  HOLD_MARGIN_MS,
+  REJOIN_MS,
+  type UpstreamBudget,
+  createUpstreamBudget,
+} from '../../src/limits/upstream-budget.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { type TcpGate, startTcpGate } from '../helpers/tcp-gate.js';
+
+const HOLD_MS = 1_000;
+const COMMAND_TIMEOUT_MS = 250;
+/** How long the cut-off replica waits before its share: src/limits/upstream-budget.ts. */
+const FALLBACK_AFTER_MS = HOLD_MS + HOLD_MARGIN_MS + HEARTBEAT_MS + COMMAND_TIMEOUT_MS;
+
+let redis: RedisServer;
+let gate: TcpGate;
+let inspector: Redis;
+const clients: Redis[] = [];
+const budgets: UpstreamBudget[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  gate = await startTcpGate(redis.port);
+  inspector = new Redis(redis.url);
+});
+
+afterAll(async () => {
+  for (const budget of budgets) budget.close();
+  for (const client of clients) client.disconnect();
+  inspector.disconnect();
+  await gate.close();
+  await redis.stop();
+});
+
+function budgetOn(url: string, prefix: string): UpstreamBudget {
+  const client = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    retryStrategy: () => 50,
+  });
+  client.on('error', () => undefined);
+  clients.push(client);
+  const budget = createUpstreamBudget({
+    maxConcurrent: 4,
+    maxPerSecond: 1_000,
+    replicas: 2,
+    holdMs: HOLD_MS,
+    redis: { client, prefix, commandTimeoutMs: COMMAND_TIMEOUT_MS },
+  });
+  budgets.push(budget);
+  return budget;
+}
+
+/** A job that holds its slot until `end()` is called. */
+function heldJob(): { readonly job: () => Promise<string>; end(): void } {
+  let end: () => void = () => undefined;
+  const ended = new Promise<void>((resolve) => {
+    end = resolve;
+  });
+  return { job: () => ended.then(() => 'done'), end };
+}
+
+const ran = (value: unknown) => ({ kind: 'ran', value });
+
+describe('the upstream budget when one replica is cut off from Redis', () => {
+  const prefix = `modes-${randomUUID()}`;
+  let cutOff: UpstreamBudget;
+  let other: UpstreamBudget;
+  const holdsKey = `{${prefix}:budget}:holds`;
+
+  it('shares the ledger while both reach Redis', async () => {
+    cutOff = budgetOn(gate.redisUrl, prefix);
+    other = budgetOn(redis.url, prefix);
+    expect(await cutOff.whenShared(REJOIN_MS + 5_000)).toBe(true);
+    expect(await other.whenShared(REJOIN_MS + 5_000)).toBe(true);
+  });
+
+  it('takes no slot at all while its shared slots may still be held; the other keeps sharing', async () => {
+    const early = heldJob();
+    const earlyRun = cutOff.run(early.job, 1_000);
+    await expect.poll(() => inspector.zcard(holdsKey)).toBe(1);
+    gate.cut();
+    expect(await cutOff.whenMode('cut-off', 2_000)).toBe(true);
+    expect(await cutOff.run(() => Promise.resolve('x'), 300)).toEqual({ kind: 'refused' });
+    // Within its deadline (HOLD_MS) the job ends; its release cannot reach Redis, where the slot
+    // stays counted until its hold runs out.
+    early.end();
+    expect(await earlyRun).toEqual(ran('done'));
+    // The other replica: 3 more of 4, the cut-off one's slot still counted in Redis.
+    const jobs = [heldJob(), heldJob(), heldJob()];
+    const runs = jobs.map((held) => other.run(held.job, 1_000));
+    await expect.poll(() => inspector.zcard(holdsKey)).toBe(4);
+    expect(await other.run(() => Promise.resolve('y'), 100)).toEqual({ kind: 'refused' });
+    for (const held of jobs) held.end();
+    expect(await Promise.all(runs)).toEqual([ran('done'), ran('done'), ran('done')]);
+  });
+
+  const local = [heldJob(), heldJob()];
+  let localRuns: Promise<unknown>[] = [];
+
+  it('keeps to its share once every slot the ledger granted before must be over', async () => {
+    const start = Date.now();
+    expect(await cutOff.whenMode('local', FALLBACK_AFTER_MS + 2_000)).toBe(true);
+    expect(Date.now() - start).toBeLessThanOrEqual(FALLBACK_AFTER_MS + 2 * HEARTBEAT_MS);
+    // Its share is 4 / 2.
+    localRuns = local.map((held) => cutOff.run(held.job, 1_000));
+    expect(await cutOff.run(() => Promise.resolve('z'), 200)).toEqual({ kind: 'refused' });
+  });
+
+  it('rejoins: registers what it holds, and grants stay closed for every replica meanwhile', async () => {
+    gate.restore();
+    expect(await other.whenMode('closed', 2_000)).toBe(true);
+    expect((await inspector.zrange(holdsKey, 0, -1)).length).toBe(2); // the two local slots
+    expect(await cutOff.whenShared(REJOIN_MS + 2_000)).toBe(true);
+    expect(await other.whenShared(REJOIN_MS + 2_000)).toBe(true);
+    // Shared again: 2 of 4 held by the rejoined replica.
+    const more = [heldJob(), heldJob()];
+    const runs = more.map((held) => other.run(held.job, 1_000));
+    await expect.poll(() => inspector.zcard(holdsKey)).toBe(4);
+    expect(await other.run(() => Promise.resolve('w'), 100)).toEqual({ kind: 'refused' });
+    for (const held of [...more, ...local]) held.end();
+    expect(await Promise.all([...runs, ...localRuns])).toEqual([ran('done'), ran('done'), ran('done'), ran('done')]);
+    await expect.poll(() => inspector.zcard(holdsKey)).toBe(0);
+  });
+});
+
+describe('the upstream budget when Redis loses the ledger', () => {
+  it('begins a new epoch in which every replica registers its slots before grants open', async () => {
+    const prefix = `modes-${randomUUID()}`;
+    const first = budgetOn(redis.url, prefix);
+    const second = budgetOn(redis.url, prefix);
+    expect(await first.whenShared(REJOIN_MS + 5_000)).toBe(true);
+    expect(await second.whenShared(REJOIN_MS + 5_000)).toBe(true);
+    const held = [heldJob(), heldJob()];
+    const runs = [first.run(held[0]?.job ?? heldJob().job, 1_000), second.run(held[1]?.job ?? heldJob().job, 1_000)];
+    const holdsKey = `{${prefix}:budget}:holds`;
+    await expect.poll(() => inspector.zcard(holdsKey)).toBe(2);
+    await inspector.flushall();
+    expect(await first.whenMode('closed', 2_000)).toBe(true);
+    // Both registered their slot again within the window, before any grant.
+    await expect.poll(() => inspector.zcard(holdsKey), { timeout: REJOIN_MS }).toBe(2);
+    expect(await first.whenShared(REJOIN_MS + 2_000)).toBe(true);
+    for (const job of held) job.end();
+    await Promise.all(runs);
+  });
+});

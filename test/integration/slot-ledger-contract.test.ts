@@ -1,0 +1,197 @@
+/**
+ * One contract for both of the upstream budget's ledgers (src/limits/slot-ledger.ts in process,
+ * src/limits/shared-ledger.ts in a real `redis-server`): the same asks get the same answers. Then
+ * what only the shared one does: epochs, begun when the ledger is missing or was written by another
+ * Redis process, and grants closed while the replicas register what they hold.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SharedLedger } from '../../src/limits/shared-ledger.js';
+import {
+  type BudgetLimits,
+  type GrantResult,
+  RATE_WINDOW_MS,
+  RESERVE_AHEAD_MS,
+  SlotLedger,
+  spacingMs,
+} from '../../src/limits/slot-ledger.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+
+const HOLD_MS = 300;
+const REJOIN_MS = 150;
+
+interface LedgerUnderTest {
+  grant(ids: readonly string[], limits: BudgetLimits): Promise<GrantResult>;
+  release(id: string): Promise<void>;
+  /** Registers a slot held elsewhere, its start due `ageMs` ago. */
+  record(id: string, ageMs: number): Promise<void>;
+}
+
+let redis: RedisServer;
+let client: Redis;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  client = new Redis(redis.url);
+});
+
+afterAll(async () => {
+  client.disconnect();
+  await redis.stop();
+});
+
+const wait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function inProcess(): LedgerUnderTest {
+  const ledger = new SlotLedger(HOLD_MS);
+  return {
+    grant: (ids, limits) => Promise.resolve(ledger.grant(Date.now(), ids, limits)),
+    release: (id) => Promise.resolve(ledger.release(id)),
+    record: (id, ageMs) => Promise.resolve(ledger.record(id, Date.now() - ageMs, Date.now())),
+  };
+}
+
+function sharedLedger(prefix = `contract-${randomUUID()}`): SharedLedger {
+  return new SharedLedger({ client, prefix, holdMs: HOLD_MS, rejoinMs: REJOIN_MS, newEpoch: () => randomUUID() });
+}
+
+/** The shared ledger as a replica uses it: registered in the epoch, asking once grants are open. */
+async function inRedis(): Promise<LedgerUnderTest> {
+  const ledger = sharedLedger();
+  const begun = await ledger.register([], false);
+  let epoch = begun.epoch;
+  await wait(begun.openInMs + 1); // the new epoch's window: an open ledger is what is under test
+  return {
+    async grant(ids, limits) {
+      for (;;) {
+        const attempt = await ledger.acquire(epoch, ids, limits);
+        if (attempt.kind === 'granted' || attempt.kind === 'full') {
+          return attempt.kind === 'granted'
+            ? { kind: 'granted', startsInMs: attempt.startsInMs }
+            : { kind: 'full', retryInMs: attempt.retryInMs };
+        }
+        if (attempt.kind === 'epoch') epoch = (await ledger.register([], false)).epoch;
+        else await wait(Math.max(1, attempt.openInMs));
+      }
+    },
+    release: (id) => ledger.release([id]),
+    async record(id, ageMs) {
+      await ledger.register([{ id, ageMs }], false);
+    },
+  };
+}
+
+describe.each([
+  ['in process', () => Promise.resolve(inProcess())],
+  ['in Redis', inRedis],
+] as const)('the slot ledger %s', (_name, make) => {
+  it('grants up to maxConcurrent, each start a spacing after the last; a release frees one', async () => {
+    const ledger = await make();
+    const limits = { maxConcurrent: 3, maxPerSecond: 1_000 };
+    const granted = await ledger.grant(['a', 'b', 'c', 'd', 'e'], limits);
+    expect(granted).toEqual({ kind: 'granted', startsInMs: [0, 1.1, 2.2] });
+    expect(await ledger.grant(['d'], limits)).toEqual({ kind: 'full', retryInMs: undefined });
+    await ledger.release('b');
+    expect((await ledger.grant(['d'], limits)).kind).toBe('granted');
+  });
+
+  it('grants no start further ahead than it may, and says when the next one is due', async () => {
+    const ledger = await make();
+    const limits = { maxConcurrent: 100, maxPerSecond: 100 };
+    const spacing = spacingMs(limits);
+    const granted = await ledger.grant(
+      Array.from({ length: 10 }, (_, i) => `s${String(i)}`),
+      limits,
+    );
+    const count = Math.floor(RESERVE_AHEAD_MS / spacing) + 1;
+    expect(granted).toEqual({
+      kind: 'granted',
+      startsInMs: Array.from({ length: count }, (_, i) => Math.round(i * spacing * 1000) / 1000),
+    });
+    const next = await ledger.grant(['t'], limits);
+    expect(next.kind).toBe('full');
+    // Due one spacing after the last granted start, less what may be granted ahead (time passed).
+    if (next.kind === 'full') {
+      expect(next.retryInMs).toBeGreaterThanOrEqual(1);
+      expect(next.retryInMs).toBeLessThanOrEqual(Math.ceil(count * spacing - RESERVE_AHEAD_MS));
+    }
+  });
+
+  it('counts registered slots and their starts: the window full until the oldest leaves it', async () => {
+    const ledger = await make();
+    const limits = { maxConcurrent: 100, maxPerSecond: 3 };
+    for (const id of ['r1', 'r2', 'r3']) await ledger.record(id, 0);
+    const full = await ledger.grant(['x'], limits);
+    expect(full.kind).toBe('full');
+    if (full.kind === 'full') {
+      expect(full.retryInMs).toBeGreaterThan(RATE_WINDOW_MS - 100);
+      expect(full.retryInMs).toBeLessThanOrEqual(RATE_WINDOW_MS);
+    }
+    const concurrency = await make();
+    for (const id of ['h1', 'h2']) await concurrency.record(id, 0);
+    expect(await concurrency.grant(['y'], { maxConcurrent: 2, maxPerSecond: 1_000 })).toEqual({
+      kind: 'full',
+      retryInMs: undefined,
+    });
+  });
+
+  it('forgets a slot that was never released once its hold is over', async () => {
+    const ledger = await make();
+    const limits = { maxConcurrent: 1, maxPerSecond: 1_000 };
+    expect((await ledger.grant(['lost'], limits)).kind).toBe('granted');
+    expect((await ledger.grant(['next'], limits)).kind).toBe('full');
+    await wait(HOLD_MS + 20); // the hold's own length: that is what passes
+    expect((await ledger.grant(['next'], limits)).kind).toBe('granted');
+  });
+});
+
+describe("the shared ledger's epochs", () => {
+  const limits = { maxConcurrent: 5, maxPerSecond: 1_000 };
+
+  it('begins one where there is none, closed for the rejoin window, then grants', async () => {
+    const ledger = sharedLedger();
+    expect((await ledger.acquire(undefined, ['a'], limits)).kind).toBe('epoch');
+    const { epoch, openInMs } = await ledger.register([], false);
+    expect(openInMs).toBeGreaterThan(0);
+    expect(openInMs).toBeLessThanOrEqual(REJOIN_MS);
+    const closed = await ledger.acquire(epoch, ['a'], limits);
+    expect(closed.kind).toBe('closed');
+    await wait(closed.openInMs + 1);
+    expect((await ledger.acquire(epoch, ['a'], limits)).kind).toBe('granted');
+  });
+
+  it('begins a new one when another Redis process wrote the state (a failover), keeping the slots', async () => {
+    const prefix = `contract-${randomUUID()}`;
+    const ledger = sharedLedger(prefix);
+    const first = (await ledger.register([{ id: 'held', ageMs: 0 }], false)).epoch;
+    // What a promoted replica holds: the state as the old master wrote it, its run id in `node`.
+    await client.hset(`{${prefix}:budget}:state`, 'node', 'the-old-master');
+    const after = await ledger.acquire(first, ['a'], limits);
+    expect(after.kind).toBe('epoch');
+    expect(after.epoch).not.toBe(first);
+    expect(after.openInMs).toBeGreaterThan(0);
+    expect(await client.zscore(`{${prefix}:budget}:holds`, 'held')).not.toBeNull();
+  });
+
+  it('begins a new one when the state is gone (flushed, restarted empty)', async () => {
+    const prefix = `contract-${randomUUID()}`;
+    const ledger = sharedLedger(prefix);
+    const first = (await ledger.register([], false)).epoch;
+    await client.del(`{${prefix}:budget}:state`);
+    const view = await ledger.register([{ id: 'mine', ageMs: 10 }], false);
+    expect(view.epoch).not.toBe(first);
+    expect(await client.zscore(`{${prefix}:budget}:holds`, 'mine')).not.toBeNull();
+  });
+
+  it('closes grants for the rejoin window when a replica rejoins from its local share', async () => {
+    const ledger = sharedLedger();
+    const { epoch, openInMs } = await ledger.register([], false);
+    await wait(openInMs + 1);
+    expect((await ledger.acquire(epoch, ['a'], limits)).kind).toBe('granted');
+    const rejoined = await ledger.register([{ id: 'local-1', ageMs: 50 }], true);
+    expect(rejoined.epoch).toBe(epoch);
+    expect(rejoined.openInMs).toBeGreaterThan(REJOIN_MS - 50);
+    expect((await ledger.acquire(epoch, ['b'], limits)).kind).toBe('closed');
+  });
+});
