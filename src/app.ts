@@ -30,6 +30,7 @@ import { writeProblem } from './http/problem.js';
 import { requestIdOf } from './http/request-id.js';
 import { CircuitBreaker } from './limits/circuit-breaker.js';
 import { createInboundLimiter } from './limits/inbound.js';
+import { BUDGET_MODES } from './limits/budget-mode.js';
 import { createUpstreamBudget } from './limits/upstream-budget.js';
 import { createUpstreamPause } from './limits/upstream-pause.js';
 import { createHttpLog } from './http/http-log.js';
@@ -213,6 +214,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     cacheFootprint: () => cache.footprint(),
     redisDownSeconds: shared ? () => redisDownSeconds?.() ?? 0 : undefined,
     operatorStateAgeSeconds: shared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
+    budgetMode: { modes: BUDGET_MODES, current: () => budget.mode() },
   });
   const redis = isSharedRedis(options.redis)
     ? connectRedis(options.redis, {
@@ -437,6 +439,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           const status = control.status();
           return {
             upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`,
+            // Where upstream slots come from: shared, closed (a rejoin), cut-off (none), local (its share).
+            upstream_budget: budget.mode(),
             cache: cache.store.kind,
             redis: cacheHealth?.state() ?? 'none',
             // Each replica's share while Redis is unusable is 1 / this.

@@ -49,10 +49,12 @@ export const HOLD_MARGIN_MS = 2_000;
 /** How often each replica asks the shared ledger for its epoch, ms. */
 export const HEARTBEAT_MS = 250;
 /**
- * How long grants stay closed after a new epoch or a rejoin, ms: every replica that reaches Redis
- * hears of it within a heartbeat and a command, and registers its slots, before grants open.
+ * How long grants stay closed after a new epoch or a rejoin, ms: longer than a replica that can
+ * reach Redis takes to hear of it and register its slots: a heartbeat (250 ms), a command's timeout
+ * (250 ms), a reconnection attempt (at most 500 ms: src/platform/redis.ts) and, on a cluster, the
+ * periodic refresh of the slot map that finds a promoted master (1 s).
  */
-export const REJOIN_MS = 1_000;
+export const REJOIN_MS = 2_000;
 /** How soon a request waiting for a slot released elsewhere asks the shared ledger again, ms. */
 const POLL_MS = 20;
 /** Slots asked for in one call at most. */
@@ -213,7 +215,7 @@ export class UpstreamBudget {
       if (result.retryInMs !== undefined) this.#wakeAt(now + result.retryInMs);
       return; // else a release pumps again
     }
-    result.startsInMs.forEach((startsIn, i) => this.#hand(ids[i] ?? '', now + startsIn, now + startsIn));
+    for (const [i, startsIn] of result.startsInMs.entries()) this.#hand(ids[i] ?? '', now + startsIn, now + startsIn);
   }
 
   /**
@@ -239,12 +241,12 @@ export class UpstreamBudget {
       this.#contact.answered(now, attempt.openInMs);
       switch (attempt.kind) {
         case 'granted':
-          attempt.startsInMs.forEach((startsIn, i) => {
+          for (const [i, startsIn] of attempt.startsInMs.entries()) {
             const id = ids[i] ?? '';
             this.#own.record(id, now + startsIn, now);
             this.#inShared.add(id);
             this.#hand(id, askedAt + startsIn, now + startsIn);
-          });
+          }
           break;
         case 'full':
           this.#wakeAt(now + (attempt.retryInMs ?? POLL_MS));

@@ -71,6 +71,8 @@ export interface MetricsOptions {
   readonly operatorStateAgeSeconds?: (() => number) | undefined;
   /** Read on each scrape: seconds this replica has been without a usable Redis, 0 when connected. */
   readonly redisDownSeconds?: (() => number) | undefined;
+  /** Read on each scrape: where the upstream budget's slots come from now, of the modes it has. */
+  readonly budgetMode?: { readonly modes: readonly string[]; readonly current: () => string } | undefined;
 }
 
 /** Latency buckets, seconds: a hit is tens of microseconds, a miss is the upstream's time. */
@@ -344,6 +346,19 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     'Seconds this replica has been without a usable Redis; 0 while connected.',
     options.redisDownSeconds,
   );
+  const { budgetMode } = options;
+  if (budgetMode !== undefined) {
+    new Gauge({
+      name: 'slab_proxy_upstream_budget_mode',
+      help: 'Where the upstream budget takes its slots from: 1 for the current mode (shared, closed, cut-off, local), 0 for the others.',
+      labelNames: ['mode'] as const,
+      registers: [registry],
+      collect() {
+        const current = budgetMode.current();
+        for (const mode of budgetMode.modes) this.labels(mode).set(mode === current ? 1 : 0);
+      },
+    });
+  }
   const { cacheFootprint } = options;
   if (cacheFootprint !== undefined) {
     const tierGauge = (name: string, what: string, read: (tier: CacheFootprint) => number): void => {

@@ -82,6 +82,9 @@ export const FAIL_FAST_CLUSTER_OPTIONS = {
   slotsRefreshInterval: 1_000,
 } as const;
 
+/** The longest wait between two attempts to reconnect, ms. */
+export const RECONNECT_MAX_MS = 500;
+
 export function createRedisClient(options: RedisConnectionOptions): RedisClient {
   // The cache's is at most 100 ms (the config's bound); the operator state's reads may take longer.
   if (!(options.commandTimeoutMs > 0 && options.commandTimeoutMs <= 10_000)) {
@@ -95,7 +98,9 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     enableAutoPipelining: !subscriber && options.autoPipelining !== false,
     ...(subscriber ? {} : { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: 1_000,
-    retryStrategy: (times: number) => Math.min(50 * times, 1_000),
+    // At most half a second between attempts: a replica hears of Redis's return within that (the
+    // upstream budget's rejoin window counts on it: src/limits/upstream-budget.ts).
+    retryStrategy: (times: number) => Math.min(50 * times, RECONNECT_MAX_MS),
     lazyConnect: false,
   };
   let client: RedisClient;
@@ -117,7 +122,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
       // test/system/replica-reconnect.test.ts). Batching across requests is rare anyway: a batch
       // forms only from commands issued in one synchronous run.
       enableAutoPipelining: false,
-      clusterRetryStrategy: (times: number) => Math.min(100 * times, 2_000),
+      clusterRetryStrategy: (times: number) => Math.min(100 * times, RECONNECT_MAX_MS),
       // A subscription may wait for the cluster; a command may not.
       ...(subscriber ? {} : FAIL_FAST_CLUSTER_OPTIONS),
     });

@@ -3,14 +3,21 @@
  * is wrong as soon as an autoscaler adds or removes one). Each replica stamps itself in one sorted
  * set every `intervalMs` and counts the stamps younger than three intervals; a replica that stopped
  * drops out after that. The count is what each replica's local share is made of while Redis is
- * unusable (`points / replicas` of the inbound limits and of the upstream budget): the last count
- * seen before Redis went away is exactly the one wanted then.
+ * unusable (`points / replicas` of the inbound limits and of the upstream budget).
+ *
+ * The count given is the highest seen over the last `memoryMs` (issue 16): a replica cut off from
+ * Redis drops out of the others' count, and should Redis then fail for everyone, shares of the
+ * smaller count would add up to more than the limits while the cut-off one runs its own share too.
+ * A fleet that shrank keeps the smaller shares a while longer, which only costs capacity.
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from './redis.js';
 
 export interface ReplicaCount {
-  /** The replicas counted last (this one included); `undefined` until Redis has been asked once. */
+  /**
+   * The most replicas counted over the memory (this one included); `undefined` until Redis has
+   * been asked once.
+   */
   current(): number | undefined;
   onChange(listener: (count: number) => void): void;
   /** Stops stamping, and takes this replica out of the count at once. */
@@ -22,6 +29,8 @@ export interface ReplicaCountOptions {
   readonly prefix: string;
   /** How often each replica stamps itself and counts, ms (default 2 000). */
   readonly intervalMs?: number;
+  /** How long a count is remembered as the highest, ms (default 5 minutes). */
+  readonly memoryMs?: number;
   readonly now?: () => number;
   readonly onError?: (error: unknown) => void;
 }
@@ -38,18 +47,28 @@ export function countReplicas(options: ReplicaCountOptions): ReplicaCount {
   const intervalMs = options.intervalMs ?? 2_000;
   const key = `${options.prefix}:replicas`;
   const id = randomUUID();
+  const memoryMs = options.memoryMs ?? 300_000;
   const listeners: Array<(count: number) => void> = [];
+  /** Counts within the memory, oldest first. */
+  const seen: Array<{ readonly at: number; readonly count: number }> = [];
   let count: number | undefined;
+
+  function remember(at: number, counted: number): void {
+    seen.push({ at, count: counted });
+    while (seen.length > 0 && (seen[0]?.at ?? at) <= at - memoryMs) seen.shift();
+    const highest = seen.reduce((max, entry) => Math.max(max, entry.count), 0);
+    if (highest !== count) {
+      count = highest;
+      for (const listener of listeners) listener(highest);
+    }
+  }
 
   async function stamp(): Promise<void> {
     if (client.status !== 'ready') return;
     try {
       const at = now();
       const counted = Number(await client.eval(STAMP_AND_COUNT, 1, key, id, at, at - 3 * intervalMs, 10 * intervalMs));
-      if (counted >= 1 && counted !== count) {
-        count = counted;
-        for (const listener of listeners) listener(counted);
-      }
+      if (counted >= 1) remember(at, counted);
     } catch (error) {
       options.onError?.(error); // the last count keeps applying
     }

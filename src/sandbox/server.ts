@@ -52,6 +52,11 @@ export interface SandboxStats {
   rateLimited: number;
   /** Requests received per path (with query), for tests that count one key's fetches. */
   byTarget: Record<string, number>;
+  /**
+   * Every API request's arrival (ms since the epoch, to the µs) and the requests in flight with it, the last
+   * 20 000: for tests that judge phases of one run apart.
+   */
+  arrivals: Array<{ at: number; inFlight: number }>;
 }
 
 /**
@@ -126,8 +131,11 @@ function emptyStats(): SandboxStats {
     startsBySecond: {},
     rateLimited: 0,
     byTarget: {},
+    arrivals: [],
   };
 }
+
+const MAX_ARRIVALS = 20_000;
 
 export function createSandbox(options: SandboxOptions): Sandbox {
   const dataset = options.seed === undefined ? generateDataset() : generateDataset(options.seed);
@@ -170,6 +178,8 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     recentStarts.push(at);
     while (recentStarts.length > 0 && (recentStarts[0] ?? at) <= at - 1_000) recentStarts.shift();
     stats.maxPerSlidingSecond = Math.max(stats.maxPerSlidingSecond, recentStarts.length);
+    stats.arrivals.push({ at: performance.timeOrigin + at, inFlight: stats.inFlight });
+    if (stats.arrivals.length > MAX_ARRIVALS) stats.arrivals.splice(0, stats.arrivals.length - MAX_ARRIVALS);
   }
 
   async function authenticate(req: IncomingMessage): Promise<Principal | undefined> {

@@ -23,6 +23,8 @@ export async function closedLoop(options: {
   readonly durationMs: number;
   /** The `i`-th request of the run (0-based, over all clients). */
   readonly next: (i: number) => LoadTarget;
+  /** Checked before each request: `true` ends the run before its duration. */
+  readonly stopWhen?: () => boolean;
   /** Told of every answer: the request's index, its status and headers, and when it ended (ms). */
   readonly onAnswer?: (
     i: number,
@@ -38,7 +40,7 @@ export async function closedLoop(options: {
   let issued = 0;
   const deadline = Date.now() + options.durationMs;
   async function client(): Promise<void> {
-    while (Date.now() < deadline) {
+    while (Date.now() < deadline && options.stopWhen?.() !== true) {
       const index = issued++;
       const target = options.next(index);
       try {

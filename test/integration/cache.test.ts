@@ -217,6 +217,8 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     expect(cacheStatus(await getWithToken(proxy.url, target, bearer))).toBe('slab-proxy; hit; ttl=6');
     expect(refreshes.length).toBe(0);
     clock += 5_999; // 1 ms before expiry: past every page's own point in the window
+    // The refresh is slow at the upstream, so that all five are answered while it runs.
+    sandbox.faults.set({ latencyMs: 300, times: 1 });
     const late = await Promise.all(Array.from({ length: 5 }, () => getWithToken(proxy.url, target, bearer)));
     for (const res of late) expect(cacheStatus(res)).toBe('slab-proxy; hit; ttl=0');
     expect(refreshes.length).toBe(1);

@@ -1,0 +1,169 @@
+/**
+ * The upstream budget's stated bounds when Redis fails for some replicas or for all of them
+ * (issue 16; README "Limits", docs/architecture.md#the-upstream-budget), counted at the upstream
+ * (the sandbox, in its own process). Three replicas share one Redis, `maxConcurrent` 6 and
+ * `maxPerSecond` 30 for all of them (a share of 2 and 10 each), 30 clients on cold keys, an
+ * upstream that takes 200 ms; one replica reaches Redis through a TCP gate.
+ *
+ * - One replica cut off (the gate closed), the others not: at most `maxConcurrent` + its share in
+ *   flight, `maxPerSecond` + its share in any second; the others keep the shared ledger.
+ * - After it rejoins: within `maxConcurrent` and `maxPerSecond` again.
+ * - Redis down for everyone: within `maxConcurrent` and `maxPerSecond` (the shares add up to no
+ *   more); and within them again once Redis is back, empty.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
+import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { recordFigure } from '../helpers/figures.js';
+import { send } from '../helpers/http.js';
+import { type LoadResult, closedLoop } from '../helpers/load.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { type Replica, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
+import { type SandboxProcess, phaseOf, startSandboxProcess } from '../helpers/sandbox-process.js';
+import { type TcpGate, startTcpGate } from '../helpers/tcp-gate.js';
+
+const secret = 'upstream budget partition: thirty-two bytes at least';
+const MAX_CONCURRENT = 6;
+const MAX_PER_SECOND = 30;
+const REPLICAS = 3;
+const SHARE_CONCURRENT = Math.floor(MAX_CONCURRENT / REPLICAS);
+const SHARE_PER_SECOND = Math.floor(MAX_PER_SECOND / REPLICAS);
+const CLIENTS = 30;
+const TIMEOUT_SECONDS = 1;
+/** How long each measured phase runs on its share or shared, ms. */
+const PHASE_MS = 2_500;
+
+let redis: RedisServer;
+let gate: TcpGate;
+let sandbox: SandboxProcess;
+let replicas: Replica[] = [];
+let token = '';
+
+let nextCold = 0;
+function coldTarget(): string {
+  const i = nextCold++;
+  const resource = RESOURCE_NAMES[i % RESOURCE_NAMES.length] ?? 'receipts';
+  return `${API_PREFIX}/${resource}?after_id=${String(3_000_000 + i)}`;
+}
+
+async function budgetMode(replica: Replica): Promise<string | undefined> {
+  const ready = await send(replica.adminUrl, '/readyz').catch(() => undefined);
+  return (ready?.json() as { upstream_budget?: string } | undefined)?.upstream_budget;
+}
+
+function modesAre(targets: readonly Replica[], mode: string): () => Promise<boolean> {
+  return async () => (await Promise.all(targets.map(budgetMode))).every((m) => m === mode);
+}
+
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A load on every replica until `stop()`. */
+function loadAll(): { readonly done: Promise<LoadResult>; stop(): void } {
+  let stopped = false;
+  const done = closedLoop({
+    connections: CLIENTS,
+    durationMs: 120_000,
+    next: (i) => ({ base: replicas[i % replicas.length]?.url ?? '', path: coldTarget(), token }),
+    stopWhen: () => stopped,
+  });
+  return {
+    done,
+    stop() {
+      stopped = true;
+    },
+  };
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+  gate = await startTcpGate(redis.port);
+  sandbox = await startSandboxProcess(secret);
+  token = await mintDevToken({ company: 1, secret });
+  const config = replicaConfig(
+    [
+      `upstream: { maxConcurrent: ${String(MAX_CONCURRENT)}, maxPerSecond: ${String(MAX_PER_SECOND)}, maxQueueWait: 1, timeout: ${String(TIMEOUT_SECONDS)} }`,
+      unmetLimits(REPLICAS),
+    ].join('\n'),
+  );
+  const env = { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, CONFIG_FILE: config };
+  replicas = await Promise.all([
+    startReplica({ ...env, REDIS_URL: gate.redisUrl }),
+    startReplica({ ...env, REDIS_URL: redis.url }),
+    startReplica({ ...env, REDIS_URL: redis.url }),
+  ]);
+  await until(modesAre(replicas, 'shared'), 'every replica on the shared ledger', 10_000);
+});
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+  await sandbox?.close();
+  await gate?.close();
+  await redis?.stop();
+});
+
+describe('the upstream budget when Redis fails for one replica or for all', () => {
+  it('one replica cut off: within the caps and its share, then within the caps once it rejoins', {
+    timeout: 60_000,
+  }, async () => {
+    const [cutOff, ...others] = replicas;
+    if (cutOff === undefined) throw new Error('no replica');
+    await sandbox.reset();
+    await sandbox.setFaults({ latencyMs: 200 });
+    const load = loadAll();
+    await pause(PHASE_MS);
+    gate.cut();
+    await until(modesAre([cutOff], 'local'), 'the cut-off replica on its share', 15_000);
+    const localFrom = Date.now();
+    expect(await modesAre(others, 'shared')()).toBe(true);
+    await pause(PHASE_MS);
+    gate.restore();
+    await until(modesAre(replicas, 'shared'), 'every replica back on the shared ledger', 10_000);
+    const rejoinedAt = Date.now();
+    await pause(PHASE_MS);
+    load.stop();
+    const result = await load.done;
+    const stats = await sandbox.stats();
+    const whole = phaseOf(stats, 0, Number.POSITIVE_INFINITY);
+    const local = phaseOf(stats, localFrom, rejoinedAt);
+    const rejoined = phaseOf(stats, rejoinedAt, Number.POSITIVE_INFINITY);
+    recordFigure('budget-partition', 'one replica cut off', { whole, local, rejoined, byStatus: result.byStatus });
+    expect(result.errors).toBe(0);
+    expect(whole.maxInFlight).toBeLessThanOrEqual(MAX_CONCURRENT + SHARE_CONCURRENT);
+    expect(whole.maxPerSlidingSecond).toBeLessThanOrEqual(MAX_PER_SECOND + SHARE_PER_SECOND);
+    expect(local.arrivals).toBeGreaterThan(0);
+    // The rejoin registered what the replica held: from the moment all share again, the caps.
+    expect(rejoined.maxInFlight).toBeLessThanOrEqual(MAX_CONCURRENT);
+    expect(phaseOf(stats, rejoinedAt + 1_000, Number.POSITIVE_INFINITY).maxPerSlidingSecond).toBeLessThanOrEqual(
+      MAX_PER_SECOND,
+    );
+  });
+
+  it('Redis down for everyone: the shares within the caps; back within them once Redis is back, empty', {
+    timeout: 60_000,
+  }, async () => {
+    await sandbox.reset();
+    await sandbox.setFaults({ latencyMs: 200 });
+    const load = loadAll();
+    await pause(PHASE_MS);
+    await redis.kill();
+    await until(modesAre(replicas, 'local'), 'every replica on its share', 15_000);
+    await pause(PHASE_MS);
+    await redis.restart();
+    await until(modesAre(replicas, 'shared'), 'every replica back on the shared ledger', 15_000);
+    const backAt = Date.now();
+    await pause(PHASE_MS);
+    load.stop();
+    const result = await load.done;
+    const stats = await sandbox.stats();
+    const whole = phaseOf(stats, 0, Number.POSITIVE_INFINITY);
+    recordFigure('budget-partition', 'Redis down for everyone', {
+      whole,
+      back: phaseOf(stats, backAt, Number.POSITIVE_INFINITY),
+      byStatus: result.byStatus,
+    });
+    expect(result.errors).toBe(0);
+    expect(whole.maxInFlight).toBeLessThanOrEqual(MAX_CONCURRENT);
+    expect(whole.maxPerSlidingSecond).toBeLessThanOrEqual(MAX_PER_SECOND);
+    expect(phaseOf(stats, backAt, Number.POSITIVE_INFINITY).arrivals).toBeGreaterThan(0);
+  });
+});
