@@ -321,6 +321,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     replicas: config.rateLimit.replicas,
     liveReplicas,
     holdMs: config.upstream.timeout * 1000,
+    cutOff: config.upstream.budgetCutOff,
     redis: redis === undefined ? undefined : { ...redis.budget, prefix: config.cache.keyPrefix },
     now,
     onRedisFailure: (error) => {

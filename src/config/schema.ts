@@ -78,6 +78,13 @@ export const configSchema = z.strictObject({
     maxPerSecond: z.number().int().min(1).max(1_000_000),
     /** Longest wait for an upstream slot; then a stale copy, or 503 with Retry-After. */
     maxQueueWait: z.number().positive().max(60),
+    /**
+     * A replica cut off from the upstream budget's shared ledger: `wait` starts nothing until every
+     * slot the ledger granted must be over (the budget's bound holds), then keeps to its share;
+     * `share` keeps to its share at once (misses keep reaching the upstream, one share above the
+     * bound per replica cut off).
+     */
+    budgetCutOff: z.enum(['wait', 'share']),
     maxBodyBytes: z.number().int().min(1024).max(1_073_741_824),
     passthrough: z.boolean(),
     /** Opens after `failures` upstream failures in a row, for `openFor` seconds, then one probe. */
@@ -144,6 +151,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     maxConcurrent: 64,
     maxPerSecond: 200,
     maxQueueWait: 2,
+    budgetCutOff: 'wait',
     maxBodyBytes: 8_388_608,
     passthrough: false,
     breaker: { failures: 5, openFor: 10 },

@@ -8,7 +8,7 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -58,7 +58,22 @@ export interface RedisCluster {
   stop(): Promise<void>;
 }
 
+/**
+ * Each node's own directory: a replica's full sync writes the master's snapshot to `dump.rdb` in
+ * its directory, and a node started there loads it. Shared, every node restarted "empty" loaded
+ * another node's keys and replication id: keys of slots it did not own (which Redis then marks
+ * as importing, so that the slot never fails over) and partial resyncs across shards.
+ */
+function nodeDir(dir: string, port: number): string {
+  const own = join(dir, String(port));
+  mkdirSync(own, { recursive: true });
+  return own;
+}
+
 function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: number): Promise<ChildProcess> {
+  const own = nodeDir(dir, port);
+  // Empty, as after a restart without persistence: no snapshot a full sync left behind.
+  rmSync(join(own, 'dump.rdb'), { force: true });
   const child = spawn(
     'redis-server',
     [
@@ -78,7 +93,7 @@ function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: numbe
       '--cluster-port',
       String(busPort),
       '--cluster-config-file',
-      join(dir, `nodes-${String(port)}.conf`),
+      join(own, 'nodes.conf'),
       '--cluster-node-timeout',
       String(nodeTimeoutMs),
       // A replica whose master is unreachable may fail over however long it was disconnected.
@@ -89,7 +104,7 @@ function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: numbe
       '--cluster-require-full-coverage',
       'no',
       '--dir',
-      dir,
+      own,
       '--loglevel',
       'notice',
     ],

@@ -7,9 +7,9 @@
  * - `cut-off`: the shared ledger did not answer, or has not yet; slots granted by it before may
  *   still be held anywhere, so none is taken from anywhere. Not for longer than `fallbackAfterMs`.
  * - `local`: the shared ledger has not answered for `fallbackAfterMs`: every slot it granted before
- *   has been released or has expired, and this replica keeps to its share. It stays on its share
- *   until the shared ledger answers a rejoin: its slots registered there, grants closed for every
- *   replica until all have had the time to do the same.
+ *   has been released or has expired, and this replica keeps to its share. Once it took a slot
+ *   from its share, it stays on it until the shared ledger answers a rejoin: its slots registered
+ *   there, grants closed for every replica until all have had the time to do the same.
  * - `closed`: the shared ledger answered but grants have not opened yet (a new epoch, a rejoin).
  */
 export type BudgetMode = 'shared' | 'closed' | 'cut-off' | 'local';
@@ -25,8 +25,10 @@ export class BudgetContact {
   #epoch: string | undefined;
   /** When grants open, on this replica's clock. */
   #openAt = 0;
-  /** On its local share: left only by a rejoin. */
+  /** On its local share: left by a rejoin, or by any answer if it took no slot from the share. */
   #local = false;
+  /** It took slots from its share since it turned to it: those must be registered on its return. */
+  #tookShare = false;
 
   constructor(fallbackAfterMs: number, startedAt: number) {
     this.#fallbackAfterMs = fallbackAfterMs;
@@ -39,7 +41,7 @@ export class BudgetContact {
 
   /** Whether the next answer must be a rejoin (this replica took slots from its local share). */
   get rejoining(): boolean {
-    return this.#local;
+    return this.#local && this.#tookShare;
   }
 
   mode(now: number): BudgetMode {
@@ -67,12 +69,20 @@ export class BudgetContact {
     this.#lastAnswerAt = now;
     this.#failing = false;
     this.#openAt = now + Math.max(0, openInMs);
+    // Nothing taken from the share meanwhile: nothing to register, no rejoin to close grants for.
+    if (this.#local && !this.#tookShare && this.#epoch !== undefined) this.#local = false;
   }
 
   /** This replica's slots are registered in `epoch` (a rejoin ends there). */
   registered(epoch: string): void {
     this.#epoch = epoch;
     this.#local = false;
+    this.#tookShare = false;
+  }
+
+  /** A slot was taken from this replica's share. */
+  tookShare(): void {
+    this.#tookShare = true;
   }
 
   failed(): void {

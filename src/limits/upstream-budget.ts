@@ -30,6 +30,11 @@ export interface UpstreamBudgetOptions extends BudgetSettings {
   readonly liveReplicas?: (() => number | undefined) | undefined;
   /** How long an upstream exchange may take at most, ms (its deadline). */
   readonly holdMs: number;
+  /**
+   * Cut off from the shared ledger: `wait` (default) starts nothing until every slot it granted
+   * must be over; `share` keeps to this replica's share at once (README, "Limits").
+   */
+  readonly cutOff?: 'wait' | 'share';
   readonly redis?:
     | {
         /** The budget's own connection. */
@@ -94,7 +99,7 @@ export class UpstreamBudget {
     // Past this, every slot the shared ledger granted before it stopped answering is over: its
     // exchange ended by its deadline, and its hold expired. The last answer came at most a
     // heartbeat and a command before the ledger stopped answering anyone.
-    const fallbackAfterMs = holdMs + HEARTBEAT_MS + (redis?.commandTimeoutMs ?? 0);
+    const fallbackAfterMs = options.cutOff === 'share' ? 0 : holdMs + HEARTBEAT_MS + (redis?.commandTimeoutMs ?? 0);
     this.#contact = new BudgetContact(fallbackAfterMs, this.#now());
     if (redis === undefined) {
       this.#shared = undefined;
@@ -215,6 +220,7 @@ export class UpstreamBudget {
       if (result.retryInMs !== undefined) this.#wakeAt(now + result.retryInMs);
       return; // else a release pumps again
     }
+    if (this.#shared !== undefined) this.#contact.tookShare();
     for (const [i, startsIn] of result.startsInMs.entries()) this.#hand(ids[i] ?? '', now + startsIn, now + startsIn);
   }
 

@@ -17,11 +17,19 @@ export interface SharedRedis {
   readonly server: RedisServer | undefined;
   /** The cluster (`cluster` only). */
   readonly cluster: RedisCluster | undefined;
-  /** A plain client for the test itself (ioredis `Cluster` for a cluster). */
+  /**
+   * A plain client for the test itself (ioredis `Cluster` for a cluster); its connection errors
+   * (a node the test killed) fail its commands, never the test process.
+   */
   client(): Redis | Cluster;
   /** FLUSHALL everywhere. */
   flushAll(): Promise<void>;
   stop(): Promise<void>;
+}
+
+function quiet<T extends Redis | Cluster>(client: T): T {
+  client.on('error', () => undefined);
+  return client;
 }
 
 export async function startSharedRedis(topology: RedisTopology): Promise<SharedRedis> {
@@ -32,7 +40,7 @@ export async function startSharedRedis(topology: RedisTopology): Promise<SharedR
       env: { REDIS_URL: server.url },
       server,
       cluster: undefined,
-      client: () => new Redis(server.url),
+      client: () => quiet(new Redis(server.url)),
       async flushAll() {
         const client = new Redis(server.url);
         await client.flushall();
@@ -47,7 +55,7 @@ export async function startSharedRedis(topology: RedisTopology): Promise<SharedR
     env: { REDIS_CLUSTER_NODES: cluster.seeds },
     server: undefined,
     cluster,
-    client: () => new Cluster(cluster.nodes.map((node) => ({ host: '127.0.0.1', port: node.port }))),
+    client: () => quiet(new Cluster(cluster.nodes.map((node) => ({ host: '127.0.0.1', port: node.port })))),
     flushAll: () => cluster.flushAll(),
     stop: () => cluster.stop(),
   };

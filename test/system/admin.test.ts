@@ -401,7 +401,14 @@ describe('with Redis down', () => {
   beforeAll(async () => {
     redis = await startRedis();
     sandbox = await startSandbox();
-    proxy = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN });
+    // Reads fail open to the upstream while Redis is down (the budget's opt-out): a token is
+    // served until it is revoked here.
+    proxy = await startProxy({
+      upstreamUrl: sandbox.url,
+      redisUrl: redis.url,
+      adminToken: ADMIN,
+      config: { upstream: { budgetCutOff: 'share' } },
+    });
     await redis.kill();
   });
   afterAll(async () => {

@@ -19,8 +19,14 @@ import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 import { until } from '../helpers/replicas.js';
 
-/** Real freshness for every resource used here, far longer than any test. */
+/**
+ * Real freshness for every resource used here, far longer than any test; and the upstream budget's
+ * opt-out (`budgetCutOff: share`), so that misses reach the upstream while Redis is away: this
+ * suite is about the cache failing open. The default, which holds misses until every shared slot
+ * must be over, is test/system/upstream-budget-partition.test.ts's.
+ */
 const CACHE_CONFIG = {
+  upstream: { budgetCutOff: 'share' },
   cache: {
     resources: {
       receipts: { ttl: 120 },
@@ -132,9 +138,13 @@ async function entryKeys(url: string, match: string): Promise<string[]> {
     do {
       const [next, batch] = await client.scan(cursor, 'MATCH', match, 'COUNT', 1000);
       cursor = next;
-      // Entry keys only: not generations, leases, or the inbound limiter's counters (`slab:rl:…`).
+      // Entry keys only: not generations, leases, the inbound limiter's counters (`slab:rl:…`), or
+      // the replicas' count.
       keys.push(
-        ...batch.filter((key) => !key.endsWith(':gen') && !key.includes(':lease:') && !key.startsWith('slab:rl:')),
+        ...batch.filter(
+          (key) =>
+            !key.endsWith(':gen') && !key.includes(':lease:') && !key.startsWith('slab:rl:') && key !== 'slab:replicas',
+        ),
       );
     } while (cursor !== '0');
     return keys;

@@ -43,8 +43,8 @@ async function readyz(replica: Replica): Promise<{ status: number; body: { statu
 }
 
 describe('readiness', () => {
-  it('answers 503 starting while the start waits for Redis, then 200 with Redis down: degraded still serves', async () => {
-    // Nothing listens there: the start waits its bound (3 s) for Redis, then serves without it.
+  /** A start against a port where no Redis answers, with `config`; the admin URL, port and process. */
+  async function startWithoutRedis(config: string): Promise<{ admin: string; url: string; stop(): Promise<void> }> {
     const deadRedis = `redis://127.0.0.1:${String(await freePort())}`;
     const child = runNode('dist/main.js', {
       PORT: '0',
@@ -54,24 +54,50 @@ describe('readiness', () => {
       UPSTREAM_URL: sandbox.url,
       JWT_SECRET: secret,
       REDIS_URL: deadRedis,
+      CONFIG_FILE: replicaConfig(config),
     });
+    const [, adminPort = ''] = await child.waitFor(/"adminPort":(\d+),"msg":"admin port listening; starting"/);
+    const admin = `http://127.0.0.1:${adminPort}`;
+    const starting = await send(admin, '/readyz');
+    expect(starting.status).toBe(503);
+    expect(starting.json()).toMatchObject({ status: 'starting' });
+    expect((await send(admin, '/healthz')).status).toBe(200);
+    // Nothing listens there: the start waits its bound (3 s) for Redis, then listens without it.
+    const [, port = ''] = await child.waitFor(/"port":(\d+),"adminPort":\d+/);
+    return {
+      admin,
+      url: `http://127.0.0.1:${port}`,
+      async stop() {
+        child.child.kill('SIGTERM');
+        expect(await child.exited).toBe(0);
+      },
+    };
+  }
+
+  it('answers 503 starting while the start waits for Redis, then 503 unconfirmed: it knows no revocation yet', async () => {
+    const started = await startWithoutRedis('{}\n');
     try {
-      const [, adminPort = ''] = await child.waitFor(/"adminPort":(\d+),"msg":"admin port listening; starting"/);
-      const admin = `http://127.0.0.1:${adminPort}`;
-      const starting = await send(admin, '/readyz');
-      expect(starting.status).toBe(503);
-      expect(starting.json()).toMatchObject({ status: 'starting' });
-      expect((await send(admin, '/healthz')).status).toBe(200);
-      const [, port = ''] = await child.waitFor(/"port":(\d+),"adminPort":\d+/);
-      const ready = await send(admin, '/readyz');
-      expect(ready.status).toBe(200);
-      expect(ready.json()).toMatchObject({ status: 'ready', redis: 'down', upstream: 'ok' });
-      expect((await getWithToken(`http://127.0.0.1:${port}`, `${API_PREFIX}/receipts?per_page=2`, reader)).status).toBe(
-        200,
-      );
+      const ready = await send(started.admin, '/readyz');
+      expect(ready.status).toBe(503);
+      expect(ready.json()).toMatchObject({ status: 'unconfirmed', redis: 'down', upstream: 'ok' });
+      const read = await getWithToken(started.url, `${API_PREFIX}/receipts?per_page=2`, reader);
+      expect(read.status).toBe(503);
+      expect(read.json()).toMatchObject({ code: 'operator_state_unavailable' });
+      expect(read.headers['retry-after']).toBe('1');
     } finally {
-      child.child.kill('SIGTERM');
-      expect(await child.exited).toBe(0);
+      await started.stop();
+    }
+  });
+
+  it('with both opt-outs, serves degraded without Redis: ready, reads fail open to the upstream', async () => {
+    const started = await startWithoutRedis('control: { unconfirmed: serve }\nupstream: { budgetCutOff: share }\n');
+    try {
+      const ready = await send(started.admin, '/readyz');
+      expect(ready.status).toBe(200);
+      expect(ready.json()).toMatchObject({ status: 'ready', redis: 'down', upstream: 'ok', upstream_budget: 'local' });
+      expect((await getWithToken(started.url, `${API_PREFIX}/receipts?per_page=2`, reader)).status).toBe(200);
+    } finally {
+      await started.stop();
     }
   });
 });

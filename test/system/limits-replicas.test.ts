@@ -16,8 +16,12 @@ import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers
 const secret = 'limits across replicas: a secret of at least thirty-two bytes';
 const TARGET = `${API_PREFIX}/warehouses`;
 
+/**
+ * The inbound limits under test; and the upstream budget's opt-out (`budgetCutOff: share`), so that
+ * reads reach the upstream while Redis is away and what refuses them is only ever the limits.
+ */
 const LIMITS =
-  'rateLimit:\n  perCredential: { points: 10, duration: 60 }\n  perCompany: { points: 30, duration: 60 }\n  replicas: 2\n';
+  'rateLimit:\n  perCredential: { points: 10, duration: 60 }\n  perCompany: { points: 30, duration: 60 }\n  replicas: 2\nupstream: { budgetCutOff: share }\n';
 
 /** Sends `count` requests, one after another, and counts the answers by status. */
 async function burst(replica: Replica, bearer: string, count: number): Promise<Record<number, number>> {
@@ -117,7 +121,7 @@ describe('the local share follows the replicas counted through Redis', () => {
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     // The config says one replica; three run: the count, not the config, makes the share.
     const config =
-      'rateLimit:\n  perCredential: { points: 30, duration: 60 }\n  perCompany: { points: 300, duration: 60 }\n  replicas: 1\n';
+      'rateLimit:\n  perCredential: { points: 30, duration: 60 }\n  perCompany: { points: 300, duration: 60 }\n  replicas: 1\nupstream: { budgetCutOff: share }\n';
     replicas.push(...(await startReplicas(3, { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env }, config)));
   });
   afterAll(async () => {

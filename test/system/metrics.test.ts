@@ -155,10 +155,15 @@ describe('/metrics', () => {
   it('counts Redis errors and reports Redis down, then up again', async () => {
     const before = await scrape();
     await redis.kill();
-    // A cold page: its lookup meets the dead connection; the read still answers (fail-open).
-    expect((await getWithToken(proxy.url, `${API_PREFIX}/fulfilments?per_page=4`, reader)).status).toBe(200);
+    // A cold page: its lookup meets the dead connection, and the upstream budget, cut off from its
+    // ledger, starts nothing while a slot it granted may still be held (README, "Limits").
+    const cold = await getWithToken(proxy.url, `${API_PREFIX}/fulfilments?per_page=4`, reader);
+    expect(cold.status).toBe(503);
+    expect(cold.json()).toMatchObject({ code: 'upstream_unavailable' });
     const down = await scrape();
     expect(down.value('slab_proxy_redis_up')).toBe(0);
+    expect(down.value('slab_proxy_upstream_budget_mode', { mode: 'cut-off' })).toBe(1);
+    expect(down.value('slab_proxy_upstream_budget_mode', { mode: 'shared' })).toBe(0);
     expect(before.value('slab_proxy_redis_down_seconds')).toBe(0);
     await until(async () => (await scrape()).value('slab_proxy_redis_down_seconds') > 0, 'the downtime to count');
     expect(down.value('slab_proxy_store_lookups_total', { result: 'unavailable' })).toBeGreaterThan(
@@ -179,6 +184,11 @@ describe('/metrics', () => {
     const up = await scrape();
     expect(up.value('slab_proxy_redis_up')).toBe(1);
     expect(up.value('slab_proxy_redis_down_seconds')).toBe(0);
+    // Redis came back empty: a new epoch of the budget's ledger, shared once its window is over.
+    await until(
+      async () => (await scrape()).value('slab_proxy_upstream_budget_mode', { mode: 'shared' }) === 1,
+      'the upstream budget to share its ledger again',
+    );
   });
 
   it('reports the build, the requests in flight and what the L1 holds', async () => {

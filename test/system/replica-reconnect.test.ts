@@ -1,10 +1,12 @@
 /**
- * A replica never stays cut off, and says so while it is (issue 8). A replica started while its
- * Redis Cluster is unreachable serves (degraded) and shows how long it has been without Redis and
- * how old its operator state is, on `/readyz` and `/metrics`; once the cluster is up it connects by
- * itself, and operator decisions made elsewhere reach it. A replica started after failovers, with
- * seed nodes that are now replicas, connects as well. With `control.maxStaleness` set, a replica
- * whose operator state is too old answers `/readyz` 503 `stale` until it is current again.
+ * A replica never stays cut off, and says so while it is (issues 8 and 16). A replica started while
+ * its Redis Cluster is unreachable refuses reads (503 `unconfirmed`: it has read no operator state),
+ * or, opted out (`control.unconfirmed: serve`, `upstream.budgetCutOff: share`), serves degraded; both
+ * show how long they have been without Redis and how old their operator state is, on `/readyz` and
+ * `/metrics`. Once the cluster is up they connect by themselves, and operator decisions made
+ * elsewhere reach them. A replica started after failovers, with seed nodes that are now replicas,
+ * connects as well. With `control.maxStaleness` set, a replica whose operator state is too old
+ * answers `/readyz` 503 `stale` until it is current again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
@@ -71,15 +73,26 @@ async function launch(config = '', waitForRedis = true): Promise<Replica> {
   return replica;
 }
 
+/** Serves without Redis: reads before the operator state is read, and misses reach the upstream. */
+const OPTED_OUT = 'control: { unconfirmed: serve }\nupstream: { budgetCutOff: share }\n';
+
 describe('a replica and an unreachable Redis Cluster', () => {
   let early: Replica;
   let strict: Replica;
+  let unread: Replica;
 
-  it('serves degraded while the cluster is unreachable, and says for how long', { timeout: 30_000 }, async () => {
-    early = await launch('', false);
-    strict = await launch('control: { maxStaleness: 1 }\n', false);
+  it('refuses reads until it has read the operator state; opted out, serves degraded; both say for how long', {
+    timeout: 30_000,
+  }, async () => {
+    early = await launch(OPTED_OUT, false);
+    strict = await launch('control: { maxStaleness: 1, unconfirmed: serve }\n', false);
+    unread = await launch('', false);
     const reader = await mintDevToken({ company: 1, secret });
     expect((await getWithToken(early.url, TARGET, reader)).status).toBe(200); // fail-open to the upstream
+    const refused = await getWithToken(unread.url, TARGET, reader);
+    expect(refused.status).toBe(503);
+    expect((refused.json() as { code: string }).code).toBe('operator_state_unavailable');
+    expect((await readiness(unread)).body.status).toBe('unconfirmed');
     await until(
       async () => ((await gauge(early, 'slab_proxy_redis_down_seconds')) ?? 0) >= 1,
       'redis down for a second',
@@ -102,6 +115,7 @@ describe('a replica and an unreachable Redis Cluster', () => {
     recordFigure('replica-reconnect', 'connected after the cluster came up', { ms: Date.now() - upAt });
     expect(await gauge(early, 'slab_proxy_redis_down_seconds')).toBe(0);
     await until(async () => (await readiness(strict)).code === 200, 'the strict replica to be ready again', 20_000);
+    await until(async () => (await readiness(unread)).code === 200, 'the unread replica to read the state', 20_000);
 
     const late = await launch();
     const revoked = await mintDevToken({ company: 1, secret, subject: 'reconnect-revoked' });
