@@ -25,7 +25,7 @@ const secret = 'upstream budget overload: thirty-two bytes at least';
 const MAX_CONCURRENT = 5;
 const MAX_PER_SECOND = 20;
 const CLIENTS = 60;
-const SECONDS = scaleSeconds(4);
+const SECONDS = scaleSeconds(3);
 
 let nextCold = 0;
 /** A key nobody asked for yet: every request a miss that needs the upstream. */
