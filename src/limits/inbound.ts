@@ -139,7 +139,7 @@ export function createInboundLimiter(options: InboundLimitsOptions): InboundLimi
   const clock = options.now === undefined ? {} : { now: options.now };
   const policies = { credential: perCredential, company: perCompany };
   // The local windows hold this replica's share only when a shared count exists elsewhere; the
-  // share follows the replicas counted last, read when a decision is made here (Redis unusable).
+  // share follows the replicas counted (the most of the last minutes), read when a decision is made here (Redis unusable).
   const localPoints = (name: PolicyName): number => {
     const policy = policies[name];
     return options.redis === undefined ? policy.points : shareOf(policy);
