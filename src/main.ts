@@ -212,8 +212,8 @@ async function main(): Promise<void> {
     const needsRestart = app.reload(next.file);
     logger.info({ configFile: next.env.configFile, needsRestart }, 'config reloaded');
   };
-  // A library that leaks a rejected promise (bottleneck's scripts during a Redis outage can) must
-  // not stop a proxy that is serving: logged, loudly, instead of Node's default exit.
+  // A library that leaks a rejected promise must not stop a proxy that is serving: logged, loudly,
+  // instead of Node's default exit.
   process.on('unhandledRejection', (reason) => {
     logger.error(errorFields(reason), 'unhandled rejection');
   });

@@ -57,12 +57,6 @@ export interface RedisConnectionOptions {
   readonly commandTimeoutMs: number;
   /** Pub/sub connections keep an offline queue so that (re)subscribing waits for the connection. */
   readonly subscriber?: boolean;
-  /**
-   * Batch the commands issued in one synchronous run into one write (default: yes, but never on a
-   * cluster or a subscriber). Not for bottleneck's connection: its scripts, wrapped there, would
-   * call themselves back through the pipeline without end.
-   */
-  readonly autoPipelining?: boolean;
   readonly onError?: (error: Error) => void;
 }
 
@@ -95,7 +89,8 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     enableOfflineQueue: subscriber,
     maxRetriesPerRequest: subscriber ? null : 0,
     autoResendUnfulfilledCommands: false,
-    enableAutoPipelining: !subscriber && options.autoPipelining !== false,
+    // Batches the commands issued in one synchronous run into one write (never on a cluster).
+    enableAutoPipelining: !subscriber,
     ...(subscriber ? {} : { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: 1_000,
     // At most half a second between attempts: a replica hears of Redis's return within that (the

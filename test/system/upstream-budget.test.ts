@@ -2,8 +2,8 @@
  * The upstream budget across replicas: a burst of 500 cold requests over two proxy processes
  * never has more requests in flight at the sandbox, nor more started in any second, than the
  * guard allows for all replicas together; what cannot get a slot in time is a 503 with
- * Retry-After, never a queue without end. A flushed Redis (bottleneck's SETTINGS_KEY_NOT_FOUND)
- * does not stop it.
+ * Retry-After, never a queue without end. A flushed Redis does not stop it: the ledger begins a
+ * new epoch, in which the replicas register what they hold, and grants again.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -76,7 +76,7 @@ describe('the upstream budget under a burst over two replicas', () => {
     expect(stats.served).toBe(ok.length);
   });
 
-  it('keeps working after Redis loses the limiter’s keys (FLUSHALL: SETTINGS_KEY_NOT_FOUND)', async () => {
+  it('keeps working after Redis loses the ledger (FLUSHALL): a new epoch, then slots again', async () => {
     const [one] = replicas as [Replica, Replica];
     const admin = new Redis(redis.url);
     await admin.flushall();
