@@ -15,7 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
-import { SharedLedger } from './shared-ledger.js';
+import { SharedLedger, type SharedAttempt } from './shared-ledger.js';
 import { type BudgetLimits, START_ALLOWANCE_MS, SlotLedger } from './slot-ledger.js';
 import { type Slot, SlotWaiters } from './slot-waiters.js';
 
@@ -241,33 +241,47 @@ export class UpstreamBudget {
     this.#asking = true;
     const ids = this.#ids(this.#waiters.size);
     const askedAt = this.#now();
+    await this.#talk(
+      async () => this.#answered(await shared.acquire(this.#contact.epoch, ids, this.#limits), ids, askedAt),
+      () => {
+        this.#asking = false;
+      },
+    );
+  }
+
+  /** The shared ledger's answer to `ids`, asked for at `askedAt`. */
+  async #answered(attempt: SharedAttempt, ids: readonly string[], askedAt: number): Promise<void> {
+    const now = this.#now();
+    this.#contact.answered(now, attempt.openInMs);
+    switch (attempt.kind) {
+      case 'granted':
+        for (const [i, startsIn] of attempt.startsInMs.entries()) {
+          const id = ids[i] ?? '';
+          this.#own.record(id, now + startsIn, now);
+          this.#inShared.add(id);
+          this.#hand(id, askedAt + startsIn, now + startsIn);
+        }
+        return;
+      case 'full':
+        return this.#wakeAt(now + (attempt.retryInMs ?? POLL_MS));
+      case 'closed':
+        return this.#wakeAt(this.#contact.openAt);
+      case 'epoch':
+        return this.#register(false);
+    }
+  }
+
+  /**
+   * One exchange with the shared ledger: a failure is this replica's news that it is cut off; the
+   * mode is told to whoever waits on it, and the waiting requests are served from where it says.
+   */
+  async #talk(exchange: () => Promise<void>, settled: () => void): Promise<void> {
     try {
-      const attempt = await shared.acquire(this.#contact.epoch, ids, this.#limits);
-      const now = this.#now();
-      this.#contact.answered(now, attempt.openInMs);
-      switch (attempt.kind) {
-        case 'granted':
-          for (const [i, startsIn] of attempt.startsInMs.entries()) {
-            const id = ids[i] ?? '';
-            this.#own.record(id, now + startsIn, now);
-            this.#inShared.add(id);
-            this.#hand(id, askedAt + startsIn, now + startsIn);
-          }
-          break;
-        case 'full':
-          this.#wakeAt(now + (attempt.retryInMs ?? POLL_MS));
-          break;
-        case 'closed':
-          this.#wakeAt(this.#contact.openAt);
-          break;
-        case 'epoch':
-          await this.#register(false);
-          break;
-      }
+      await exchange();
     } catch (error) {
       this.#failed(error);
     } finally {
-      this.#asking = false;
+      settled();
     }
     this.#notifyMode();
     this.#pump();
@@ -290,21 +304,17 @@ export class UpstreamBudget {
     const shared = this.#shared;
     if (shared === undefined || this.#beating || this.#closed) return;
     this.#beating = true;
-    try {
-      if (this.#contact.rejoining) {
-        await this.#register(true);
-      } else {
+    await this.#talk(
+      async () => {
+        if (this.#contact.rejoining) return this.#register(true);
         const view = await shared.register([], false);
         this.#contact.answered(this.#now(), view.openInMs);
         if (view.epoch !== this.#contact.epoch) await this.#register(false);
-      }
-    } catch (error) {
-      this.#failed(error);
-    } finally {
-      this.#beating = false;
-    }
-    this.#notifyMode();
-    this.#pump();
+      },
+      () => {
+        this.#beating = false;
+      },
+    );
   }
 
   #failed(error: unknown): void {

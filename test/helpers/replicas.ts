@@ -35,6 +35,12 @@ export function redisOk(replica: Replica): Promise<boolean> {
   );
 }
 
+/** Where the replica's upstream budget takes slots from now (`/readyz`'s `upstream_budget`). */
+export async function budgetMode(replica: Replica): Promise<string | undefined> {
+  const ready = await send(replica.adminUrl, '/readyz').catch(() => undefined);
+  return (ready?.json() as { upstream_budget?: string } | undefined)?.upstream_budget;
+}
+
 export interface ReplicaEnv {
   readonly UPSTREAM_URL: string;
   /** One of the two: a single Redis, or a Redis Cluster's seed nodes. */

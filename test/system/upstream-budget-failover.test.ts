@@ -10,13 +10,12 @@
  * they share it again: every replica back on the shared ledger, the upstream serving again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
 import type { RedisCluster } from '../../src/dev/redis-cluster.js';
+import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
-import { send } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
-import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
+import { type Replica, budgetMode, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
 import { type SandboxProcess, phaseOf, startSandboxProcess } from '../helpers/sandbox-process.js';
 import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
@@ -33,17 +32,7 @@ let cluster: RedisCluster;
 let sandbox: SandboxProcess;
 let replicas: Replica[] = [];
 
-let nextCold = 0;
-function coldTarget(): string {
-  const i = nextCold++;
-  const resource = RESOURCE_NAMES[i % RESOURCE_NAMES.length] ?? 'receipts';
-  return `${API_PREFIX}/${resource}?after_id=${String(2_000_000 + i)}`;
-}
-
-async function budgetMode(replica: Replica): Promise<string | undefined> {
-  const ready = await send(replica.adminUrl, '/readyz').catch(() => undefined);
-  return (ready?.json() as { upstream_budget?: string } | undefined)?.upstream_budget;
-}
+const coldTarget = coldTargets(2_000_000);
 
 beforeAll(async () => {
   redis = await startSharedRedis('cluster');

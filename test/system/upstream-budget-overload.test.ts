@@ -11,8 +11,8 @@
  * once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure, scaleSeconds } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
@@ -27,13 +27,7 @@ const MAX_PER_SECOND = 20;
 const CLIENTS = 60;
 const SECONDS = scaleSeconds(3);
 
-let nextCold = 0;
-/** A key nobody asked for yet: every request a miss that needs the upstream. */
-function coldTarget(): string {
-  const i = nextCold++;
-  const resource = RESOURCE_NAMES[i % RESOURCE_NAMES.length] ?? 'receipts';
-  return `${API_PREFIX}/${resource}?after_id=${String(1_000_000 + i)}`;
-}
+const coldTarget = coldTargets(1_000_000);
 
 /** The upstream's starts per second over the whole seconds inside [from, to) (ms since the epoch). */
 function meanStartsPerSecond(startsBySecond: Readonly<Record<string, number>>, from: number, to: number): number {

@@ -12,13 +12,12 @@
  *   more); and within them again once Redis is back, empty.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
-import { send } from '../helpers/http.js';
 import { type LoadResult, closedLoop } from '../helpers/load.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { type Replica, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
+import { type Replica, budgetMode, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
 import { type SandboxProcess, phaseOf, startSandboxProcess } from '../helpers/sandbox-process.js';
 import { type TcpGate, startTcpGate } from '../helpers/tcp-gate.js';
 
@@ -39,17 +38,7 @@ let sandbox: SandboxProcess;
 let replicas: Replica[] = [];
 let token = '';
 
-let nextCold = 0;
-function coldTarget(): string {
-  const i = nextCold++;
-  const resource = RESOURCE_NAMES[i % RESOURCE_NAMES.length] ?? 'receipts';
-  return `${API_PREFIX}/${resource}?after_id=${String(3_000_000 + i)}`;
-}
-
-async function budgetMode(replica: Replica): Promise<string | undefined> {
-  const ready = await send(replica.adminUrl, '/readyz').catch(() => undefined);
-  return (ready?.json() as { upstream_budget?: string } | undefined)?.upstream_budget;
-}
+const coldTarget = coldTargets(3_000_000);
 
 function modesAre(targets: readonly Replica[], mode: string): () => Promise<boolean> {
   return async () => (await Promise.all(targets.map(budgetMode))).every((m) => m === mode);
