@@ -46,7 +46,7 @@ function reaches(count: ReplicaCount, value: number): Promise<void> {
 describe('the replica count', () => {
   it('counts every replica, and keeps the highest count for its memory after one stops', async () => {
     const prefix = `count-${randomUUID()}`;
-    const MEMORY_MS = 1_000;
+    const MEMORY_MS = 2_000;
     const one = counter(prefix, MEMORY_MS);
     const two = counter(prefix, MEMORY_MS);
     await Promise.all([reaches(one, 2), reaches(two, 2)]);
