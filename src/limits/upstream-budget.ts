@@ -21,9 +21,7 @@ import { type Slot, SlotWaiters } from './slot-waiters.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
 
-export type BudgetSettings = BudgetLimits;
-
-export interface UpstreamBudgetOptions extends BudgetSettings {
+export interface UpstreamBudgetOptions extends BudgetLimits {
   /** The replicas assumed until they have been counted (`rateLimit.replicas`). */
   readonly replicas: number;
   /** The replicas counted through Redis, when they have been: the local share follows them. */
@@ -150,7 +148,7 @@ export class UpstreamBudget {
   }
 
   /** New limits (a reloaded config), for this replica's calls from now on. */
-  apply(settings: BudgetSettings): void {
+  apply(settings: BudgetLimits): void {
     this.#limits = { maxConcurrent: settings.maxConcurrent, maxPerSecond: settings.maxPerSecond };
     this.#pump();
   }
