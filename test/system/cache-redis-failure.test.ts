@@ -69,10 +69,14 @@ async function redisUsable(proxy: ProxyHandle): Promise<void> {
   if (!server.listening) await listenOn(server, 0, '127.0.0.1');
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : 0;
+  // Redis usable, and the upstream budget on its shared ledger again: a replica back from its
+  // share closes grants for a rejoin window (src/limits/upstream-budget.ts), which a fill started
+  // meanwhile would wait out.
   await until(async () => {
     const ready = await send(`http://127.0.0.1:${String(port)}`, '/readyz');
-    return ready.status === 200 && (ready.json() as { redis?: string }).redis === 'ok';
-  }, 'the proxy to report redis ok');
+    const body = ready.json() as { redis?: string; upstream_budget?: string };
+    return ready.status === 200 && body.redis === 'ok' && body.upstream_budget === 'shared';
+  }, 'the proxy to report redis ok and the budget shared');
 }
 
 /** First read of a cold page: forwarded and stored; the second: a hit. */
