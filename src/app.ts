@@ -440,7 +440,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           const status = control.status();
           return {
             upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`,
-            // Where upstream slots come from: shared, closed (a rejoin), cut-off (none), local (its share).
+            // Where upstream slots come from (src/limits/budget-mode.ts).
             upstream_budget: budget.mode(),
             cache: cache.store.kind,
             redis: cacheHealth?.state() ?? 'none',

@@ -10,11 +10,16 @@
  *   has been released or has expired, and this replica keeps to its share. Once it took a slot
  *   from its share, it stays on it until the shared ledger answers a rejoin: its slots registered
  *   there, grants closed for every replica until all have had the time to do the same.
- * - `closed`: the shared ledger answered but grants have not opened yet (a new epoch, a rejoin).
+ * - `rejoining`: back from its share, its slots registered, grants closed for every replica until
+ *   the others on their shares have rejoined too. It keeps to its share meanwhile, and registers
+ *   each slot it takes before using it, so that the shared ledger counts it when grants open.
+ * - `closed`: the shared ledger answered but grants have not opened yet (a new epoch, another
+ *   replica's rejoin); this replica was not on its share, so it takes nothing meanwhile: slots it or
+ *   others took from the shared ledger before may not all be registered yet.
  */
-export type BudgetMode = 'shared' | 'closed' | 'cut-off' | 'local';
+export type BudgetMode = 'shared' | 'closed' | 'rejoining' | 'cut-off' | 'local';
 
-export const BUDGET_MODES: readonly BudgetMode[] = ['shared', 'closed', 'cut-off', 'local'];
+export const BUDGET_MODES: readonly BudgetMode[] = ['shared', 'closed', 'rejoining', 'cut-off', 'local'];
 
 export class BudgetContact {
   readonly #fallbackAfterMs: number;
@@ -29,6 +34,8 @@ export class BudgetContact {
   #local = false;
   /** It took slots from its share since it turned to it: those must be registered on its return. */
   #tookShare = false;
+  /** Its last registration was a rejoin: until grants open, it keeps to its share. */
+  #rejoined = false;
 
   constructor(fallbackAfterMs: number, startedAt: number) {
     this.#fallbackAfterMs = fallbackAfterMs;
@@ -51,7 +58,8 @@ export class BudgetContact {
       this.#local = true;
       return 'local';
     }
-    return now < this.#openAt ? 'closed' : 'shared';
+    if (now < this.#openAt) return this.#rejoined ? 'rejoining' : 'closed';
+    return 'shared';
   }
 
   /** When a `cut-off` replica turns to its local share (on its clock). */
@@ -73,11 +81,12 @@ export class BudgetContact {
     if (this.#local && !this.#tookShare && this.#epoch !== undefined) this.#local = false;
   }
 
-  /** This replica's slots are registered in `epoch` (a rejoin ends there). */
-  registered(epoch: string): void {
+  /** This replica's slots are registered in `epoch`; `rejoin`: back from its share. */
+  registered(epoch: string, rejoin: boolean): void {
     this.#epoch = epoch;
     this.#local = false;
     this.#tookShare = false;
+    this.#rejoined = rejoin;
   }
 
   /** A slot was taken from this replica's share. */

@@ -206,6 +206,7 @@ export class UpstreamBudget {
     const now = this.#now();
     const mode = this.mode();
     if (mode === 'local') return this.#grantLocally(now);
+    if (mode === 'rejoining') return void this.#grantRejoining(now);
     if (mode === 'cut-off') return this.#wakeAt(this.#contact.fallbackAt);
     if (mode === 'closed') return this.#wakeAt(this.#contact.openAt);
     void this.#askShared();
@@ -220,6 +221,44 @@ export class UpstreamBudget {
     }
     if (this.#shared !== undefined) this.#contact.tookShare();
     for (const [i, startsIn] of result.startsInMs.entries()) this.#hand(ids[i] ?? '', now + startsIn, now + startsIn);
+  }
+
+  /**
+   * Rejoining: a slot from this replica's share, registered in the shared ledger before it is
+   * used, so that the ledger counts it once grants open for everyone.
+   */
+  async #grantRejoining(now: number): Promise<void> {
+    const shared = this.#shared;
+    if (shared === undefined || this.#asking) return;
+    const ids = this.#ids(this.#waiters.size);
+    const result = this.#own.grant(now, ids, this.#share());
+    if (result.kind === 'full') {
+      if (result.retryInMs !== undefined) this.#wakeAt(now + result.retryInMs);
+      return; // else a release pumps again
+    }
+    const granted = result.startsInMs.map((startsIn, i) => ({ id: ids[i] ?? '', startsIn }));
+    this.#asking = true;
+    await this.#talk(
+      async () => {
+        try {
+          const view = await shared.register(
+            granted.map(({ id, startsIn }) => ({ id, ageMs: -startsIn })),
+            false,
+          );
+          this.#contact.answered(this.#now(), view.openInMs);
+        } catch (error) {
+          for (const { id } of granted) this.#own.release(id); // never used: not registered
+          throw error;
+        }
+        for (const { id, startsIn } of granted) {
+          this.#inShared.add(id);
+          this.#hand(id, now + startsIn, now + startsIn);
+        }
+      },
+      () => {
+        this.#asking = false;
+      },
+    );
   }
 
   /**
@@ -294,7 +333,7 @@ export class UpstreamBudget {
     const view = await shared.register(holds, close);
     this.#contact.answered(this.#now(), view.openInMs);
     for (const { id } of holds) this.#inShared.add(id);
-    this.#contact.registered(view.epoch);
+    this.#contact.registered(view.epoch, close);
   }
 
   /** The heartbeat: the epoch read (a new one, or a rejoin, registers this replica's slots). */
