@@ -5,6 +5,7 @@
  */
 import type { Principal } from '../auth/principal.js';
 import type { ProxyError } from '../errors/proxy-error.js';
+import type { TraceFields } from '../observability/trace-context.js';
 import type { RequestTrace } from '../observability/tracing.js';
 import type { CanonicalRead } from '../request/canonical-read.js';
 
@@ -17,6 +18,8 @@ export interface ReadRequest {
   readonly requestId: string;
   /** The request's trace, while tracing is on: its fill's spans are children of it. */
   readonly trace?: RequestTrace | undefined;
+  /** While tracing is off: the client's W3C trace fields, passed on upstream unchanged. */
+  readonly clientTrace?: TraceFields | undefined;
 }
 
 /** An answer of the origin, as it sent it. */

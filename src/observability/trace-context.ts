@@ -49,6 +49,27 @@ export function parseTraceparent(value: string | string[] | undefined): TracePar
   return { traceId, parentId, flags: Number.parseInt(flags, 16) };
 }
 
+/** The W3C fields one upstream request carries. */
+export interface TraceFields {
+  readonly traceparent: string;
+  readonly tracestate: string | undefined;
+}
+
+/**
+ * A client's trace context to pass on upstream unchanged while this process exports no spans (issue
+ * 17; W3C Trace Context §3: an intermediary that does not take part in the trace forwards both
+ * fields, so a traced client and a traced system of record stay in one trace). Only a `traceparent`
+ * that parses is passed on — one that cannot be parsed would start no trace upstream either — and
+ * its `tracestate` as `parseTracestate` keeps it (never a value that holds a credential).
+ */
+export function clientTraceFields(
+  traceparent: string | string[] | undefined,
+  tracestate: string | string[] | undefined,
+): TraceFields | undefined {
+  if (typeof traceparent !== 'string' || parseTraceparent(traceparent) === undefined) return undefined;
+  return { traceparent, tracestate: parseTracestate(tracestate) };
+}
+
 /** The `traceparent` this process sends for one of its spans: version 00, the sampled bit only (§3.2.2.5). */
 export function formatTraceparent(traceId: string, spanId: string, sampled: boolean): string {
   return `00-${traceId}-${spanId}-${sampled ? '01' : '00'}`;

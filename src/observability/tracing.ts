@@ -36,7 +36,7 @@ import {
   ATTR_SERVER_PORT,
   ATTR_URL_SCHEME,
 } from '@opentelemetry/semantic-conventions';
-import { formatTraceparent, parseTraceparent, parseTracestate } from './trace-context.js';
+import { type TraceFields, formatTraceparent, parseTraceparent, parseTracestate } from './trace-context.js';
 
 /** The proxy's own attributes, under one prefix (OpenTelemetry's advice for non-standard names). */
 export const ATTR = {
@@ -68,12 +68,6 @@ export interface RequestSpanStart {
   readonly tracestate: string | string[] | undefined;
 }
 
-/** The W3C headers that make the upstream's spans children of this process's CLIENT span. */
-export interface TraceHeaders {
-  readonly traceparent: string;
-  readonly tracestate: string | undefined;
-}
-
 export type StoreLookupResult = 'hit' | 'stale' | 'miss' | 'unavailable';
 /** `process`: another request of this process leads the fill; `replicas`: another replica holds its lease. */
 export type CoalesceScope = 'process' | 'replicas';
@@ -88,7 +82,8 @@ export interface WaitSpan {
 }
 
 export interface UpstreamSpan {
-  readonly headers: TraceHeaders;
+  /** The W3C fields that make the upstream's spans children of this process's CLIENT span. */
+  readonly headers: TraceFields;
   /** The upstream answered (`status`), or did not (`error`: refused, timeout, broken), after `ms`. */
   end(outcome: { readonly status?: number; readonly error?: string; readonly ms: number }): void;
 }

@@ -5,6 +5,7 @@
  * client sees is the caller's job.
  */
 import { Pool } from 'undici';
+import type { TraceFields } from '../observability/trace-context.js';
 
 export interface UpstreamClientOptions {
   /** The upstream's base URL (the seed's `base_url`); may carry a path prefix. */
@@ -53,7 +54,7 @@ export interface UpstreamRequest {
    * W3C Trace Context for the upstream's spans (README "Tracing"), only while tracing is on: the
    * request then carries `traceparent` and, when the client sent one, `tracestate` as well.
    */
-  readonly trace?: { readonly traceparent: string; readonly tracestate: string | undefined } | undefined;
+  readonly trace?: TraceFields | undefined;
 }
 
 export interface UpstreamClient {

@@ -25,13 +25,19 @@ export function errorForFailure(failure: UpstreamFailure): ProxyError {
 
 /** The origin the cache fetches through: one canonical read, sent to the upstream and judged. */
 export function createUpstreamOrigin(upstream: UpstreamClient): Origin {
-  return async ({ read, token, requestId, trace }) => {
+  return async ({ read, token, requestId, trace, clientTrace }) => {
     // The CLIENT span covers the exchange alone (the guard's wait for a slot comes before it), and
-    // its W3C traceparent goes upstream, so the upstream's spans are its children.
+    // its W3C traceparent goes upstream, so the upstream's spans are its children; with no span,
+    // the client's own fields go upstream as it sent them.
     const span = trace?.upstream(read.resource.name, upstream.server);
     let answer: UpstreamAnswer;
     try {
-      answer = await upstream.get({ target: read.upstreamTarget, token, requestId, trace: span?.headers });
+      answer = await upstream.get({
+        target: read.upstreamTarget,
+        token,
+        requestId,
+        trace: span === undefined ? clientTrace : span.headers,
+      });
     } catch (error) {
       if (!(error instanceof UpstreamFailure)) {
         span?.end({ error: 'defect', ms: 0 });

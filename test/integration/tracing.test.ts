@@ -267,27 +267,77 @@ describe('tracing on one proxy (in-memory exporter)', () => {
   });
 });
 
-describe('tracing off', () => {
-  it('sends no trace context upstream, whatever the client sent', async () => {
-    const sandbox = await startSandbox();
-    const proxy = await startProxy({ upstreamUrl: sandbox.url });
-    try {
-      const res = await get(proxy.url, `${P}/receipts?per_page=2`, await token(), [
-        ['X-Request-Id', 'untraced-1'],
-        ['traceparent', `00-${TRACE}-${PARENT}-01`],
-        ['tracestate', 'rojo=1'],
-      ]);
-      expect(res.status).toBe(200);
-      expect(receivedBy(sandbox, 'untraced-1')).toEqual({
-        target: `${P}/receipts?per_page=2`,
-        traceparent: undefined,
-        tracestate: undefined,
-        requestId: 'untraced-1',
-      });
-    } finally {
-      await proxy.close();
-      await sandbox.close();
-    }
+describe("tracing off: the client's trace context passes through (W3C Trace Context §3, issue 17)", () => {
+  let sandbox: Sandbox;
+  let proxy: ProxyHandle;
+  beforeAll(async () => {
+    sandbox = await startSandbox();
+    proxy = await startProxy({ upstreamUrl: sandbox.url });
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await sandbox.close();
+  });
+
+  it("sends the client's traceparent and tracestate upstream as it sent them", async () => {
+    const traceparent = `00-${TRACE}-${PARENT}-01`;
+    const res = await get(proxy.url, `${P}/receipts?per_page=2`, await token(), [
+      ['X-Request-Id', 'untraced-1'],
+      ['traceparent', traceparent],
+      ['tracestate', 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE'],
+    ]);
+    expect(res.status).toBe(200);
+    expect(receivedBy(sandbox, 'untraced-1')).toEqual({
+      target: `${P}/receipts?per_page=2`,
+      traceparent,
+      tracestate: 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE',
+      requestId: 'untraced-1',
+    });
+  });
+
+  it('passes an unsampled parent and a later version on unchanged', async () => {
+    const unsampled = `00-${TRACE}-${PARENT}-00`;
+    const later = `01-${TRACE}-${PARENT}-01-what-a-later-version-adds`;
+    const bearer = await token();
+    expect(
+      (
+        await get(proxy.url, `${P}/receipts?per_page=3`, bearer, [
+          ['X-Request-Id', 'untraced-2'],
+          ['traceparent', unsampled],
+        ])
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await get(proxy.url, `${P}/receipts?per_page=4`, bearer, [
+          ['X-Request-Id', 'untraced-3'],
+          ['traceparent', later],
+        ])
+      ).status,
+    ).toBe(200);
+    expect(receivedBy(sandbox, 'untraced-2')).toMatchObject({ traceparent: unsampled, tracestate: undefined });
+    expect(receivedBy(sandbox, 'untraced-3')).toMatchObject({ traceparent: later, tracestate: undefined });
+  });
+
+  it('passes on nothing for a malformed traceparent, and never a tracestate that holds a token', async () => {
+    const bearer = await token();
+    const malformed = await get(proxy.url, `${P}/receipts?per_page=5`, bearer, [
+      ['X-Request-Id', 'untraced-4'],
+      ['traceparent', `00-${TRACE.toUpperCase()}-${PARENT}-01`],
+      ['tracestate', 'rojo=1'],
+    ]);
+    const secret = await get(proxy.url, `${P}/receipts?per_page=6`, bearer, [
+      ['X-Request-Id', 'untraced-5'],
+      ['traceparent', `00-${TRACE}-${PARENT}-01`],
+      // The first two segments of a JWS: what a token looks like to the proxy (src/observability/secrets.ts).
+      ['tracestate', 'rojo=eyJhbGciOiJIUzI1NiJ9.eyJjb21wYW55X2lkIjoxfQ'],
+    ]);
+    expect([malformed.status, secret.status]).toEqual([200, 200]);
+    expect(receivedBy(sandbox, 'untraced-4')).toMatchObject({ traceparent: undefined, tracestate: undefined });
+    expect(receivedBy(sandbox, 'untraced-5')).toMatchObject({
+      traceparent: `00-${TRACE}-${PARENT}-01`,
+      tracestate: undefined,
+    });
   });
 });
 

@@ -3,7 +3,12 @@
  * the request's parent, and what is ignored (a new trace starts, never an error).
  */
 import { describe, expect, it } from 'vitest';
-import { formatTraceparent, parseTraceparent, parseTracestate } from '../../src/observability/trace-context.js';
+import {
+  clientTraceFields,
+  formatTraceparent,
+  parseTraceparent,
+  parseTracestate,
+} from '../../src/observability/trace-context.js';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = '00f067aa0ba902b7';
@@ -91,5 +96,24 @@ describe('tracestate (§3.3)', () => {
     expect(cut.length).toBeLessThanOrEqual(512);
     expect(cut).toBe(many.slice(0, cut.split(',').length).join(','));
     expect(cut.split(',').length).toBe(20);
+  });
+});
+
+describe("the client's fields passed on while no span is exported", () => {
+  it('passes a traceparent that parses exactly as sent, with its tracestate as parsed', () => {
+    const later = `01-${TRACE}-${PARENT}-01-more`;
+    expect(clientTraceFields(VALID, 'rojo=1, congo=2')).toEqual({ traceparent: VALID, tracestate: 'rojo=1,congo=2' });
+    expect(clientTraceFields(later, undefined)).toEqual({ traceparent: later, tracestate: undefined });
+  });
+
+  it('passes nothing for a missing, repeated or malformed traceparent, whatever the tracestate', () => {
+    expect(clientTraceFields(undefined, 'rojo=1')).toBeUndefined();
+    expect(clientTraceFields([VALID, VALID], 'rojo=1')).toBeUndefined();
+    expect(clientTraceFields(`${VALID}, ${VALID}`, 'rojo=1')).toBeUndefined();
+    expect(clientTraceFields(VALID.replace('-01', '-1'), 'rojo=1')).toBeUndefined();
+  });
+
+  it('never passes a tracestate that holds a token', () => {
+    expect(clientTraceFields(VALID, `rojo=${TOKEN_LIKE}`)).toEqual({ traceparent: VALID, tracestate: undefined });
   });
 });

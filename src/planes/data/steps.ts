@@ -28,8 +28,9 @@ import {
   ProxyError,
   RateLimitedError,
 } from '../../errors/proxy-error.js';
-import { fieldLines } from '../../http/raw-headers.js';
+import { fieldLines, fieldValue } from '../../http/raw-headers.js';
 import type { InboundLimiter, LimitVerdict } from '../../limits/inbound.js';
+import { clientTraceFields } from '../../observability/trace-context.js';
 import type { CanonicalMemo } from '../../request/memo.js';
 import { type AnswerRecorders, fail, finish, respond } from './answers.js';
 import type { Exchange } from './exchange.js';
@@ -161,7 +162,12 @@ export function readThroughCache(ex: Exchange, parts: DataPlaneParts): StepResul
     ex.outcome = hot;
     return false;
   }
-  return parts.reads.serve(request).then((outcome) => {
+  // Tracing off: the client's trace context goes upstream as it came (read only past the L1).
+  const clientTrace =
+    ex.trace === undefined
+      ? clientTraceFields(fieldValue(ex.req, 'traceparent'), fieldValue(ex.req, 'tracestate'))
+      : undefined;
+  return parts.reads.serve(clientTrace === undefined ? request : { ...request, clientTrace }).then((outcome) => {
     if (outcome instanceof ProxyError) return fail(ex, parts, outcome);
     ex.outcome = outcome;
     return false;
