@@ -1,6 +1,6 @@
 # slab-ops-proxy image. The same image runs the proxy (default command) and the sandbox system of
 # record (`node dist/sandbox/main.js`); the `loadgen` stage is docker-compose's load generator.
-# Node 24 LTS in production; the code also runs on Node 20.19+.
+# Node 24 LTS: the runtime every test, build and benchmark runs on (.ci/run, README "Two commands").
 
 FROM node:24-bookworm-slim AS deps
 WORKDIR /app
