@@ -5,7 +5,7 @@
  * start: the factory fails fast, naming the option (the jose pattern).
  */
 import { type JsonWebKey, type KeyObject, createPublicKey, createSecretKey } from 'node:crypto';
-import { type JWTVerifyGetKey, createRemoteJWKSet } from 'jose';
+import { type JWTVerifyGetKey, createRemoteJWKSet, errors as joseErrors } from 'jose';
 
 export type KeySourceOptions =
   | { readonly kind: 'secret'; readonly secret: string; readonly algorithms?: readonly string[] }
@@ -122,6 +122,27 @@ function parsePublicKey(text: string): { key: KeyObject; jwkAlg: string | undefi
   }
 }
 
+/**
+ * An HMAC secret as WebCrypto keys, made once per allowed algorithm. jose turns a secret
+ * `KeyObject` back into bytes and imports them again on every verification, which a crowd of new
+ * tokens pays for in full (issue 17); `toCryptoKey` (Node ≥ 22.10) makes the key synchronously here.
+ */
+function preparedHmacKeys(secret: KeyObject, algorithms: readonly string[]): JWTVerifyGetKey {
+  const keys = new Map(
+    algorithms.map((alg) => [
+      alg,
+      secret.toCryptoKey({ name: 'HMAC', hash: `SHA-${alg.slice(2)}` }, false, ['verify']),
+    ]),
+  );
+  return (header) => {
+    const key = keys.get(header.alg ?? '');
+    // jose checks the algorithm against the allowed list before it asks for a key.
+    if (key === undefined)
+      throw new joseErrors.JOSEAlgNotAllowed('"alg" (Algorithm) Header Parameter value not allowed');
+    return key;
+  };
+}
+
 export function createVerificationKey(options: KeySourceOptions): VerificationKey {
   switch (options.kind) {
     case 'secret': {
@@ -131,7 +152,11 @@ export function createVerificationKey(options: KeySourceOptions): VerificationKe
         const min = MIN_SECRET_BYTES[alg] ?? 32;
         if (bytes < min) throw new KeySourceError('JWT_SECRET', `must be at least ${min} bytes for ${alg}`);
       }
-      return { algorithms, key: createSecretKey(Buffer.from(options.secret)), close() {} };
+      return {
+        algorithms,
+        key: preparedHmacKeys(createSecretKey(Buffer.from(options.secret)), algorithms),
+        close() {},
+      };
     }
     case 'public-key': {
       const { key, jwkAlg } = parsePublicKey(options.key);

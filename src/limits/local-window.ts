@@ -11,11 +11,18 @@ export interface WindowCount {
   readonly msBeforeNext: number;
 }
 
+/**
+ * Windows are kept in the order they opened: every window lasts the same `duration`, so that is
+ * also the order they end in, and the expired ones are always at the front. Each new window first
+ * drops those (each window is dropped once: constant time per window on average, issue 17: a scan
+ * of every window per new key made a crowd of new credentials quadratic), then, with the map still
+ * full of live windows, the oldest.
+ */
 export class LocalWindowLimiter {
   readonly #durationMs: number;
   readonly #maxKeys: number;
   readonly #now: () => number;
-  readonly #windows = new Map<string, { consumed: number; resetAt: number }>();
+  readonly #windows = new Map<string, { consumed: number; readonly resetAt: number }>();
 
   constructor(durationSeconds: number, options: { maxKeys?: number; now?: () => number } = {}) {
     this.#durationMs = durationSeconds * 1000;
@@ -27,7 +34,11 @@ export class LocalWindowLimiter {
     const now = this.#now();
     let window = this.#windows.get(key);
     if (window === undefined || window.resetAt <= now) {
-      if (window === undefined && this.#windows.size >= this.#maxKeys) this.#evictExpired(now);
+      // A renewed window moves to the back, where the order of ending puts it.
+      if (window !== undefined) this.#windows.delete(key);
+      this.#dropExpired(now);
+      // Still full of live windows: forget the oldest, which only ever errs towards allowing.
+      if (this.#windows.size >= this.#maxKeys) this.#dropOldest();
       window = { consumed: 0, resetAt: now + this.#durationMs };
       this.#windows.set(key, window);
     }
@@ -35,12 +46,20 @@ export class LocalWindowLimiter {
     return { consumed: window.consumed, msBeforeNext: window.resetAt - now };
   }
 
-  #evictExpired(now: number): void {
-    for (const [key, window] of this.#windows) if (window.resetAt <= now) this.#windows.delete(key);
-    // Still full of live windows: forget the oldest, which only ever errs towards allowing.
-    if (this.#windows.size >= this.#maxKeys) {
-      const oldest = this.#windows.keys().next();
-      if (oldest.done !== true) this.#windows.delete(oldest.value);
+  /** Windows held (live, or ended and not yet dropped). */
+  get size(): number {
+    return this.#windows.size;
+  }
+
+  #dropExpired(now: number): void {
+    for (const [key, window] of this.#windows) {
+      if (window.resetAt > now) return;
+      this.#windows.delete(key);
     }
+  }
+
+  #dropOldest(): void {
+    const oldest = this.#windows.keys().next();
+    if (oldest.done !== true) this.#windows.delete(oldest.value);
   }
 }

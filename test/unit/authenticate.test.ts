@@ -4,6 +4,7 @@
  * tokens gets each token's own principal, or none; revocations still apply on every request.
  */
 import { Socket } from 'node:net';
+import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import type { AccessLists } from '../../src/auth/access-lists.js';
 import { createAuthenticator } from '../../src/auth/authenticate.js';
@@ -103,5 +104,28 @@ describe('authentication on the hit path', () => {
     expect(authenticator.authenticateCached([`bearer ${alice}`], connection)).toBeUndefined();
     // Without a connection the digest is computed each time, with the same answer.
     expect(authenticator.authenticateCached([`Bearer ${alice}`])?.principal.subject).toBe('alice');
+  });
+});
+
+describe('an HMAC secret with several algorithms (each prepared once as a WebCrypto key)', () => {
+  const secret = 'a-secret-long-enough-for-hs512-which-wants-64-bytes-of-key-material!';
+  const sign = (alg: string, key: string = secret) =>
+    new SignJWT({ company_id: 1, permissions: ['view_slab'] })
+      .setProtectedHeader({ alg })
+      .setSubject('s')
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode(key));
+
+  it('verifies a token of each allowed algorithm, and refuses the others and a wrong key', async () => {
+    const verifier = createTokenVerifier({
+      keys: { kind: 'secret', secret, algorithms: ['HS256', 'HS384', 'HS512'] },
+      cache: false,
+    });
+    for (const alg of ['HS256', 'HS384', 'HS512']) {
+      expect((await verifier.verify(await sign(alg))).company).toBe('1');
+    }
+    const only256 = createTokenVerifier({ keys: { kind: 'secret', secret, algorithms: ['HS256'] }, cache: false });
+    await expect(only256.verify(await sign('HS512'))).rejects.toMatchObject({ reason: 'algorithm' });
+    await expect(only256.verify(await sign('HS256', `${secret}!`))).rejects.toMatchObject({ reason: 'signature' });
   });
 });

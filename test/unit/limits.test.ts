@@ -87,4 +87,46 @@ describe('LocalWindowLimiter', () => {
     now += 1_000;
     for (const key of ['f', 'g', 'h']) expect(limiter.consume(key).consumed).toBe(1);
   });
+
+  it('keeps the live windows when full, forgetting the oldest first', () => {
+    let now = 0;
+    const limiter = new LocalWindowLimiter(1, { maxKeys: 3, now: () => now });
+    limiter.consume('a');
+    now = 100;
+    limiter.consume('b');
+    limiter.consume('c');
+    limiter.consume('d'); // full of live windows: 'a', the oldest, goes
+    expect(limiter.size).toBe(3);
+    expect(limiter.consume('b').consumed).toBe(2);
+    expect(limiter.consume('a').consumed).toBe(1);
+  });
+
+  it('drops ended windows as new ones open, a renewed window ending last', () => {
+    let now = 0;
+    const limiter = new LocalWindowLimiter(1, { now: () => now });
+    for (let i = 0; i < 1_000; i++) limiter.consume(`k${String(i)}`);
+    now = 500;
+    limiter.consume('k0'); // live: counted, not renewed
+    now = 1_000;
+    expect(limiter.consume('k1')).toEqual({ consumed: 1, msBeforeNext: 1_000 }); // renewed
+    expect(limiter.size).toBe(1); // the 999 that ended went with it
+    now = 1_500;
+    limiter.consume('fresh');
+    expect(limiter.size).toBe(2);
+    now = 2_000;
+    limiter.consume('other');
+    // k1 (renewed at 1000) ended at 2000 and went; 'fresh' lives until 2500.
+    expect(limiter.size).toBe(2);
+    expect(limiter.consume('fresh').consumed).toBe(2);
+  });
+
+  it('opens 200,000 windows over a full map, each forgetting exactly one', () => {
+    let now = 0;
+    const limiter = new LocalWindowLimiter(60, { maxKeys: 1_000, now: () => now });
+    for (let i = 0; i < 200_000; i++) {
+      if (i % 1_000 === 0) now += 1;
+      expect(limiter.consume(`c${String(i)}`).consumed).toBe(1);
+    }
+    expect(limiter.size).toBe(1_000);
+  });
 });
