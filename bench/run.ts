@@ -14,6 +14,7 @@
  *   429          a third proxy refusing every request of one credential
  *   stored bytes Redis bytes per stored page
  *   coalescing   500 cold requests for one key over both proxies
+ *   many credentials  250,000 distinct tokens on one cached page, in batches (bench/phases/many-credentials.ts)
  *   breakdown    a hit's microseconds in process, step by step of the request flow (bench/hit-breakdown.ts)
  *
  * and prints the targets with their verdicts, the Markdown lines for the README, and a
@@ -53,6 +54,12 @@ import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
 import { runHalfLoad } from './phases/half-load.js';
+import {
+  TARGET_BATCH_RATIO,
+  TARGET_RSS_MB,
+  manyCredentialsSettings,
+  runManyCredentials,
+} from './phases/many-credentials.js';
 import { type HitTarget, type ServerName, runHitPhase } from './phases/hits.js';
 import { ONE_POINT, TARGET_US_PER_429, runRateLimited } from './phases/rate-limited.js';
 import { TARGET_STORED_RATIO, runStoredBytes } from './phases/stored-bytes.js';
@@ -231,6 +238,8 @@ async function bench(): Promise<number> {
   say();
   const coalesced = await runCoalescing([proxy1.url, proxy2.url], sandbox.url, bearer('1'));
   say();
+  const crowd = await runManyCredentials(manyCredentialsSettings());
+  say();
 
   // ── the breakdown, in this process, with the servers stopped ──
   await Promise.all([proxy1.launched, proxy2.launched, sandbox.launched, bare.launched].map((p) => stop(p)));
@@ -280,6 +289,11 @@ async function bench(): Promise<number> {
       pass: rateLimited.pass,
     },
     generator: generator.label,
+  });
+  list.push({
+    target: `many credentials: no batch over ${String(TARGET_BATCH_RATIO)}× the median, RSS < ${String(TARGET_RSS_MB)} MB`,
+    figure: `${crowd.slowestRatio.toFixed(2)}×, ${Math.round(crowd.rssMb)} MB`,
+    pass: crowd.pass,
   });
   const stampDetails = [
     generator.label,
@@ -340,6 +354,13 @@ async function bench(): Promise<number> {
         other: rateLimited.other,
         redis_commands: rateLimited.redisCommands,
         redis_commands_background: rateLimited.redisCommandsBackground,
+      },
+      many_credentials: {
+        tokens: crowd.settings.tokens,
+        batch: crowd.settings.batch,
+        median_s: round(crowd.medianSeconds, 2),
+        slowest_ratio: round(crowd.slowestRatio, 2),
+        rss_mb: Math.round(crowd.rssMb),
       },
       coalescing: { requests: coalesced.requests, upstream: coalesced.upstream, statuses: coalesced.statuses },
       redis: {

@@ -126,7 +126,8 @@ export async function startSandbox(options: SandboxOptions): Promise<{ launched:
 export interface ProxyOptions {
   readonly name: string;
   readonly upstreamUrl: string;
-  readonly redis: RedisTopology;
+  /** None: the in-process store (and inbound limits counted in the process). */
+  readonly redis?: RedisTopology;
   readonly secret: string;
   readonly configFile: string;
   /** `info`: one request log line per request, as shipped (to /dev/null unless `stdout: 'pipe'`). */
@@ -157,7 +158,7 @@ export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
       PORT: String(port),
       ADMIN_PORT: String(adminPort),
       UPSTREAM_URL: options.upstreamUrl,
-      ...options.redis.env,
+      ...options.redis?.env,
       JWT_SECRET: options.secret,
       LOG_LEVEL: options.logLevel,
       CONFIG_FILE: options.configFile,
