@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { type AccessLists, accessListsOver } from './auth/access-lists.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import type { KeySourceOptions } from './auth/key-source.js';
-import { createTokenVerifier, tokenDigest } from './auth/verify-token.js';
+import { tokenRevocation } from './auth/principal.js';
+import { createTokenVerifier } from './auth/verify-token.js';
 import { type Phase, createAdminApp } from './planes/admin-app.js';
 import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from './cache/coordinator.js';
 import { L1Cache } from './cache/l1.js';
@@ -332,12 +333,9 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const origin = guardOrigin(createUpstreamOrigin(upstream), {
     // An upstream 401 for a token the proxy accepted revokes it in the proxy too (README,
     // "Credentials and permissions").
-    onUpstreamUnauthorized: ({ principal, token }) => {
-      const revoked =
-        principal.tokenId === undefined
-          ? control.revoke('digest', tokenDigest(token), principal.expiresAt)
-          : control.revoke('jti', principal.tokenId, principal.expiresAt);
-      void revoked.then((sharedNow) => {
+    onUpstreamUnauthorized: ({ principal }) => {
+      const { kind, value } = tokenRevocation(principal);
+      void control.revoke(kind, value, principal.expiresAt).then((sharedNow) => {
         if (!sharedNow) logger.warn('an upstream-refused token is revoked on this replica only: Redis is unavailable');
       });
     },

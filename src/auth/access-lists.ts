@@ -11,10 +11,8 @@ export interface AccessLists {
    * block made elsewhere is, and a verified token cannot be told apart from a revoked one.
    */
   areKnown(): boolean;
-  /** A revoked `jti` or `sub`: 401. */
+  /** A revoked `jti` or `sub`, or a token revoked by its digest (`tokenRevocation`): 401. */
   isRevoked(principal: Principal): boolean;
-  /** A token revoked by its digest (an upstream 401 for a token without `jti`): 401. */
-  isTokenRevoked(digest: string): boolean;
   /** A blocked company: 403 `company`. */
   isCompanyBlocked(company: string): boolean;
   /** A blocked employee of a company: 403 `employee`. */
@@ -41,8 +39,10 @@ export function accessListsOver(
 ): AccessLists {
   return {
     areKnown: known,
-    isRevoked: (principal) => state.isRevoked(principal, now()),
-    isTokenRevoked: (digest) => state.hasDigests && state.isDigestRevoked(digest, now()),
+    isRevoked: (principal) => {
+      const at = now();
+      return state.isRevoked(principal, at) || (state.hasDigests && state.isDigestRevoked(principal.tokenDigest, at));
+    },
     isCompanyBlocked: (company) => state.isCompanyBlocked(company),
     isEmployeeBlocked: (company, employee) => state.isEmployeeBlocked(company, employee),
   };
@@ -52,7 +52,6 @@ export function accessListsOver(
 export const NO_ACCESS_LISTS: AccessLists = {
   areKnown: () => true,
   isRevoked: () => false,
-  isTokenRevoked: () => false,
   isCompanyBlocked: () => false,
   isEmployeeBlocked: () => false,
 };

@@ -17,12 +17,15 @@ export interface Authenticated {
 export interface Authenticator {
   authenticate(authorization: readonly string[] | undefined): Promise<Authenticated | ProxyError>;
   /**
-   * The synchronous path of a token verified recently: the answer, or `undefined` when the token
-   * needs `authenticate` (not seen lately, or not a plain `Bearer <token>` header). `connection`
-   * (the request's socket) lets a client that sends the same header on every request of a
-   * keep-alive connection skip hashing it again.
+   * The synchronous path of a token verified recently: the credential, or its refusal (revoked), or
+   * `undefined` when the token needs `authenticate` (not seen lately, or not a plain
+   * `Bearer <token>` header). `connection` (the request's socket) lets a client that sends the same
+   * header on every request of a keep-alive connection skip hashing it again.
    */
-  authenticateCached(authorization: readonly string[] | undefined, connection?: object): Authenticated | undefined;
+  authenticateCached(
+    authorization: readonly string[] | undefined,
+    connection?: object,
+  ): Authenticated | UnauthenticatedError | undefined;
 }
 
 const BEARER_PREFIX = 'Bearer ';
@@ -75,8 +78,8 @@ export function createAuthenticator(verifier: TokenVerifier, lists: AccessLists)
       const digest = digestOf(value, token, connection);
       // A cached digest means this exact text was verified as a compact JWS: the grammar holds.
       const principal = verifier.cachedByDigest(digest);
-      if (principal === undefined || lists.isRevoked(principal) || lists.isTokenRevoked(digest)) return undefined;
-      return { principal, token };
+      if (principal === undefined) return undefined;
+      return lists.isRevoked(principal) ? new UnauthenticatedError('revoked') : { principal, token };
     },
     async authenticate(authorization) {
       const bearer = readBearer(authorization);
@@ -95,8 +98,7 @@ export function createAuthenticator(verifier: TokenVerifier, lists: AccessLists)
             if (error instanceof UnauthenticatedError) return error;
             throw error;
           }
-          const revoked = lists.isRevoked(principal) || lists.isTokenRevoked(tokenDigest(bearer.token));
-          return revoked ? new UnauthenticatedError('revoked') : { principal, token: bearer.token };
+          return lists.isRevoked(principal) ? new UnauthenticatedError('revoked') : { principal, token: bearer.token };
         }
       }
     },

@@ -81,9 +81,9 @@ function optionalText(value: unknown, claim: string): string | undefined {
 }
 
 /**
- * @param tokenHash a digest of the token: the credential identity of last resort (never the token).
+ * @param tokenDigest the token's digest: the credential identity of last resort (never the token).
  */
-export function principalFromClaims(payload: JWTPayload, names: ClaimNames, tokenHash: string): Principal {
+export function principalFromClaims(payload: JWTPayload, names: ClaimNames, tokenDigest: string): Principal {
   const claims = payload as Record<string, unknown>;
   const company = identifier(claims[names.company], names.company);
   const permissions = stringList(claims[names.permissions], names.permissions);
@@ -101,7 +101,7 @@ export function principalFromClaims(payload: JWTPayload, names: ClaimNames, toke
   return {
     company,
     credential:
-      subject !== undefined ? `sub:${subject}` : tokenId !== undefined ? `jti:${tokenId}` : `tok:${tokenHash}`,
+      subject !== undefined ? `sub:${subject}` : tokenId !== undefined ? `jti:${tokenId}` : `tok:${tokenDigest}`,
     subject,
     tokenId,
     permissions,
@@ -109,5 +109,6 @@ export function principalFromClaims(payload: JWTPayload, names: ClaimNames, toke
     scope: tokenList(claims[names.scope], names.scope),
     modules: tokenList(claims[names.modules], names.modules),
     expiresAt: payload.exp,
+    tokenDigest,
   };
 }

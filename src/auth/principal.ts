@@ -14,6 +14,22 @@ export interface Principal {
   readonly modules: ReadonlySet<string> | undefined;
   /** `exp`, seconds since the epoch. */
   readonly expiresAt: number;
+  /**
+   * The SHA-256 digest of the token (`tokenDigest`), computed once when it is verified: the key of
+   * the verified-token cache and of a revocation by digest. Never the token.
+   */
+  readonly tokenDigest: string;
+}
+
+/**
+ * How one token is revoked when the system of record refuses it (an upstream 401 for a token the
+ * proxy accepted, README "Credentials and permissions"): by its `jti` when it has one — every copy
+ * of the token, whatever its spelling — else by its digest.
+ */
+export function tokenRevocation(principal: Principal): { readonly kind: 'jti' | 'digest'; readonly value: string } {
+  return principal.tokenId === undefined
+    ? { kind: 'digest', value: principal.tokenDigest }
+    : { kind: 'jti', value: principal.tokenId };
 }
 
 export interface EmployeeIdentity {

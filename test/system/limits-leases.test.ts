@@ -26,6 +26,7 @@ function principal(subject: string): Principal {
     scope: undefined,
     modules: undefined,
     expiresAt: 0,
+    tokenDigest: 'digest-of-a-token',
   };
 }
 

@@ -26,6 +26,7 @@ function principal(company: string): Principal {
     scope: undefined,
     modules: undefined,
     expiresAt: Date.now() / 1000 + 3600,
+    tokenDigest: 'digest-of-a-token',
   };
 }
 

@@ -7,17 +7,21 @@ import { Socket } from 'node:net';
 import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import type { AccessLists } from '../../src/auth/access-lists.js';
-import { createAuthenticator } from '../../src/auth/authenticate.js';
+import { type Authenticated, createAuthenticator } from '../../src/auth/authenticate.js';
 import { createTokenVerifier, tokenDigest } from '../../src/auth/verify-token.js';
 import { DEV_SECRET, mintDevToken } from '../../src/dev/dev-credentials.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
+
+/** The principal the cached path gave, or `undefined` when it gave none or refused. */
+function principalOf(identity: Authenticated | ProxyError | undefined) {
+  return identity instanceof ProxyError ? undefined : identity?.principal;
+}
 
 /** Access lists revoking the digests in `revoked` (as an upstream 401 for a token without `jti` does). */
 function listsRevoking(revoked: Set<string>): AccessLists {
   return {
     areKnown: () => true,
-    isRevoked: () => false,
-    isTokenRevoked: (digest) => revoked.has(digest),
+    isRevoked: (principal) => revoked.has(principal.tokenDigest),
     isCompanyBlocked: () => false,
     isEmployeeBlocked: () => false,
   };
@@ -50,9 +54,9 @@ describe('authentication on the hit path', () => {
       [bob, 'bob', '2'],
     ] as const) {
       const identity = authenticator.authenticateCached([`Bearer ${token}`], connection);
-      expect(identity?.principal.subject).toBe(subject);
-      expect(identity?.principal.company).toBe(company);
-      expect(identity?.token).toBe(token);
+      expect(principalOf(identity)?.subject).toBe(subject);
+      expect(principalOf(identity)?.company).toBe(company);
+      expect(identity instanceof ProxyError ? undefined : identity?.token).toBe(token);
     }
   });
 
@@ -69,15 +73,15 @@ describe('authentication on the hit path', () => {
     for (let round = 0; round < 3; round++)
       for (const [i, token] of tokens.entries()) {
         const identity = authenticator.authenticateCached([`Bearer ${token}`], connection);
-        expect(identity?.principal.subject).toBe(`user-${String(i + 1)}`);
-        expect(identity?.principal.company).toBe(String(i + 1));
+        expect(principalOf(identity)?.subject).toBe(`user-${String(i + 1)}`);
+        expect(principalOf(identity)?.company).toBe(String(i + 1));
       }
   });
 
   it('never lends a connection’s last token to a header that differs from it by one character', async () => {
     const { authenticator, alice } = await setup();
     const connection = new Socket();
-    expect(authenticator.authenticateCached([`Bearer ${alice}`], connection)?.principal.subject).toBe('alice');
+    expect(principalOf(authenticator.authenticateCached([`Bearer ${alice}`], connection))?.subject).toBe('alice');
     const tampered = `${alice.slice(0, -1)}${alice.endsWith('A') ? 'B' : 'A'}`;
     expect(authenticator.authenticateCached([`Bearer ${tampered}`], connection)).toBeUndefined();
     // And the full path refuses it.
@@ -86,12 +90,17 @@ describe('authentication on the hit path', () => {
     expect(verdict instanceof ProxyError ? verdict.code : undefined).toBe('unauthenticated');
   });
 
-  it('applies a revocation by digest to the very next request of a connection that sent the token before', async () => {
+  it('refuses a token revoked by digest on the very next request of a connection that sent it before, on the cached path itself', async () => {
     const { authenticator, alice, revoked } = await setup();
     const connection = new Socket();
-    expect(authenticator.authenticateCached([`Bearer ${alice}`], connection)).toBeDefined();
+    expect(principalOf(authenticator.authenticateCached([`Bearer ${alice}`], connection))?.subject).toBe('alice');
     revoked.add(tokenDigest(alice));
-    expect(authenticator.authenticateCached([`Bearer ${alice}`], connection)).toBeUndefined();
+    const refused = authenticator.authenticateCached([`Bearer ${alice}`], connection);
+    expect(refused).toBeInstanceOf(ProxyError);
+    expect(refused instanceof ProxyError ? [refused.code, 'reason' in refused && refused.reason] : undefined).toEqual([
+      'unauthenticated',
+      'revoked',
+    ]);
     const verdict = await authenticator.authenticate([`Bearer ${alice}`]);
     expect(verdict instanceof ProxyError ? verdict.code : undefined).toBe('unauthenticated');
   });
@@ -103,7 +112,7 @@ describe('authentication on the hit path', () => {
     expect(authenticator.authenticateCached([`Bearer ${alice}`, `Bearer ${alice}`], connection)).toBeUndefined();
     expect(authenticator.authenticateCached([`bearer ${alice}`], connection)).toBeUndefined();
     // Without a connection the digest is computed each time, with the same answer.
-    expect(authenticator.authenticateCached([`Bearer ${alice}`])?.principal.subject).toBe('alice');
+    expect(principalOf(authenticator.authenticateCached([`Bearer ${alice}`]))?.subject).toBe('alice');
   });
 });
 

@@ -66,6 +66,7 @@ const principal: fc.Arbitrary<Principal> = fc
     scope: undefined,
     modules: undefined,
     expiresAt: 0,
+    tokenDigest: 'digest-of-a-token',
   }));
 
 const partition = fc.constantFrom<Partition>(...PARTITIONS);
@@ -134,6 +135,7 @@ describe('cache keys', () => {
       scope: undefined,
       modules: undefined,
       expiresAt: 0,
+      tokenDigest: 'digest-of-a-token',
     };
     expect(cacheAddress('slab', r, p, 'company').key).toBe('slab:{7:receipts}:co:list:per_page=30');
     expect(cacheAddress('slab', r, p, 'employee').key).toBe('slab:{7:receipts}:em.9:list:per_page=30');

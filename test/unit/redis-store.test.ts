@@ -22,6 +22,7 @@ const P: Principal = {
   scope: undefined,
   modules: undefined,
   expiresAt: 0,
+  tokenDigest: 'digest-of-a-token',
 };
 
 async function setup() {

@@ -23,6 +23,7 @@ function principal(expiresAt: number, company = '1'): Principal {
     scope: undefined,
     modules: undefined,
     expiresAt,
+    tokenDigest: 'digest-of-a-token',
   };
 }
 
