@@ -313,7 +313,7 @@ async function wire(redisUrl: string, secret: string): Promise<Rig> {
   // The bench proxies' policies (bench/run.ts): every page stays fresh for the whole run.
   const policies = new CachePolicies(
     { ...config.cache, defaults: { ...config.cache.defaults, ttl: 3600 }, resources: {} },
-    () => control.overrides(),
+    control.overrides(),
   );
   const verifierOptions = {
     keys: { kind: 'secret', secret },

@@ -293,8 +293,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const authorization = { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule };
 
   // ── the cache, and the origin it fetches through: the upstream behind its guard ──
-  const policies = new CachePolicies(config.cache, () => control.overrides());
-  control.onOverridesChange(() => policies.refresh());
+  const policies = new CachePolicies(config.cache, control.overrides());
+  control.onOverridesChange((overrides) => policies.setOverrides(overrides));
   const cache = createCacheParts(config, redis, cacheHealth, now, logger);
   const upstream = createUpstreamClient({
     url: options.upstreamUrl,

@@ -1,9 +1,10 @@
 /**
  * Per-resource cache policy (README, "The cache"): the config's defaults, each resource's overrides,
- * and the run-time overrides of the operator API, read from their owner (the operator state) and
- * never kept here. Every read of a policy goes through `policyFor`, so a run-time change applies
- * to the next request: the owner calls `refresh` when the overrides change.
+ * and the run-time overrides of the operator API, which their owner (the operator state) pushes
+ * here with their value whenever they change. Every read of a policy goes through `policyFor`, so
+ * a run-time change applies to the next request.
  */
+import { POLICY_DURATIONS, type PolicyDurations, type SomePolicyDurations } from '../catalog/policy-durations.js';
 import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
 
 /** Who shares an entry (README, "The cache"): a company, an employee of it, or one credential. */
@@ -11,19 +12,10 @@ export const PARTITIONS = ['company', 'employee', 'credential'] as const;
 export type Partition = (typeof PARTITIONS)[number];
 
 /** A resource's cache policy, whole seconds (the config file's `cache.defaults`). */
-export interface CachePolicy {
-  readonly ttl: number;
-  readonly staleWhileRevalidate: number;
-  readonly staleIfError: number;
-  readonly notFoundTtl: number;
-}
+export type CachePolicy = Readonly<PolicyDurations>;
 
 /** One resource's settings in the config file: some or all of the policy, and who shares its entries. */
-export interface ResourcePolicySettings {
-  readonly ttl?: number | undefined;
-  readonly staleWhileRevalidate?: number | undefined;
-  readonly staleIfError?: number | undefined;
-  readonly notFoundTtl?: number | undefined;
+export interface ResourcePolicySettings extends SomePolicyDurations {
   readonly partition?: Partition | undefined;
 }
 
@@ -39,13 +31,13 @@ export interface EffectivePolicy extends CachePolicy {
 }
 
 /** Run-time overrides of a resource's policy, any of its durations. */
-export type PolicyOverride = { readonly [K in keyof CachePolicy]?: number | undefined };
+export type PolicyOverride = SomePolicyDurations;
 export type PolicyOverrides = Partial<Record<ResourceName, PolicyOverride | undefined>>;
 
 /** The durations that are given: a layer that leaves one out (or gives `undefined`) keeps the one below. */
 function given(layer: PolicyOverride | undefined): Partial<CachePolicy> {
   const out: { -readonly [K in keyof CachePolicy]?: number } = {};
-  for (const key of ['ttl', 'staleWhileRevalidate', 'staleIfError', 'notFoundTtl'] as const) {
+  for (const key of POLICY_DURATIONS) {
     const value = layer?.[key];
     if (value !== undefined) out[key] = value;
   }
@@ -54,10 +46,10 @@ function given(layer: PolicyOverride | undefined): Partial<CachePolicy> {
 
 export class CachePolicies {
   #config: CacheSettings;
-  readonly #overrides: () => PolicyOverrides;
+  #overrides: PolicyOverrides;
   #effective = new Map<ResourceName, EffectivePolicy>();
 
-  constructor(config: CacheSettings, overrides: () => PolicyOverrides = () => ({})) {
+  constructor(config: CacheSettings, overrides: PolicyOverrides = {}) {
     this.#config = config;
     this.#overrides = overrides;
     this.#rebuild();
@@ -69,8 +61,9 @@ export class CachePolicies {
     return policy;
   }
 
-  /** The run-time overrides changed: the effective policies are built again from them. */
-  refresh(): void {
+  /** The run-time overrides now in force: the effective policies are built again from them. */
+  setOverrides(overrides: PolicyOverrides): void {
+    this.#overrides = overrides;
     this.#rebuild();
   }
 
@@ -82,7 +75,7 @@ export class CachePolicies {
 
   #rebuild(): void {
     const next = new Map<ResourceName, EffectivePolicy>();
-    const overrides = this.#overrides();
+    const overrides = this.#overrides;
     for (const name of RESOURCE_NAMES) {
       const fromFile = this.#config.resources[name];
       const partition = fromFile?.partition ?? this.#config.partition;

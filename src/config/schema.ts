@@ -7,26 +7,14 @@ import { z } from 'zod';
 import { DEFAULT_CLAIM_NAMES } from '../auth/claims.js';
 import { KEY_PREFIX_PATTERN } from '../cache/cache-key.js';
 import { PARTITIONS } from '../cache/policy.js';
+import { policyDurationsSchema, somePolicyDurationsSchema } from '../catalog/policy-durations.js';
 import { RESOURCE_NAMES } from '../catalog/resources.js';
 
-/** Durations are whole seconds; a year is the longest any of them makes sense. */
-const seconds = z.number().int().min(0).max(31_536_000);
 const positiveSeconds = z.number().positive().max(3600);
 
-const cachePolicy = z.strictObject({
-  ttl: seconds,
-  staleWhileRevalidate: seconds,
-  staleIfError: seconds,
-  notFoundTtl: seconds,
-});
+const cachePolicy = policyDurationsSchema;
 
-const resourceCachePolicy = z.strictObject({
-  ttl: seconds.optional(),
-  staleWhileRevalidate: seconds.optional(),
-  staleIfError: seconds.optional(),
-  notFoundTtl: seconds.optional(),
-  partition: z.enum(PARTITIONS).optional(),
-});
+const resourceCachePolicy = somePolicyDurationsSchema.extend({ partition: z.enum(PARTITIONS).optional() });
 
 const rateLimitPolicy = z.strictObject({
   points: z.number().int().min(1).max(10_000_000),

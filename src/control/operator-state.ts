@@ -11,20 +11,15 @@
  * token's `exp`, a tombstone after its retention. Nothing else ever removes one.
  */
 import { z } from 'zod';
+import { POLICY_DURATIONS, type SomePolicyDurations, somePolicyDurationsSchema } from '../catalog/policy-durations.js';
 import { type ResourceName, isResourceName } from '../catalog/resources.js';
 
-export const ttlOverrideSchema = z
-  .strictObject({
-    ttl: z.number().int().min(0).max(31_536_000).optional(),
-    staleWhileRevalidate: z.number().int().min(0).max(31_536_000).optional(),
-    staleIfError: z.number().int().min(0).max(31_536_000).optional(),
-    notFoundTtl: z.number().int().min(0).max(31_536_000).optional(),
-  })
-  .refine((value) => Object.keys(value).length > 0, {
-    message: 'at least one of ttl, staleWhileRevalidate, staleIfError, notFoundTtl',
-  });
+/** A run-time override of a resource's cache policy: at least one of its durations. */
+export const ttlOverrideSchema = somePolicyDurationsSchema.refine((value) => Object.keys(value).length > 0, {
+  message: `at least one of ${POLICY_DURATIONS.join(', ')}`,
+});
 
-export type TtlOverride = z.infer<typeof ttlOverrideSchema>;
+export type TtlOverride = SomePolicyDurations;
 export type TtlOverrides = Partial<Record<ResourceName, TtlOverride>>;
 
 /** How long a deletion is remembered, so that a copy that missed it cannot bring the entry back. */

@@ -210,15 +210,13 @@ describe('memory store', () => {
 
 describe('cache policies', () => {
   it('layers defaults, per-resource settings and run-time overrides', () => {
-    let overrides: PolicyOverrides = {};
     const policies = new CachePolicies(
       configWith({ cache: { resources: { receipts: { ttl: 5, partition: 'employee' } } } }).cache,
-      () => overrides,
     );
     expect(policies.policyFor('warehouses')).toMatchObject({ ttl: 300, staleIfError: 600, partition: 'company' });
     expect(policies.policyFor('receipts')).toMatchObject({ ttl: 5, staleWhileRevalidate: 30, partition: 'employee' });
-    overrides = { receipts: { ttl: 9 }, remnants: { notFoundTtl: 1 } };
-    policies.refresh();
+    const overrides: PolicyOverrides = { receipts: { ttl: 9 }, remnants: { notFoundTtl: 1 } };
+    policies.setOverrides(overrides);
     expect(policies.policyFor('receipts')).toMatchObject({ ttl: 9, partition: 'employee' });
     expect(policies.policyFor('remnants').notFoundTtl).toBe(1);
     policies.setConfig(configWith({}).cache);

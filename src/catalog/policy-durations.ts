@@ -1,0 +1,25 @@
+/**
+ * A cache policy's four durations (README, "The cache"): the one definition that the config file's
+ * defaults and per-resource settings, the operator API's run-time overrides and the cache's
+ * effective policies are all made of (issue 18: they were declared three times).
+ */
+import { z } from 'zod';
+
+export const POLICY_DURATIONS = ['ttl', 'staleWhileRevalidate', 'staleIfError', 'notFoundTtl'] as const;
+export type PolicyDuration = (typeof POLICY_DURATIONS)[number];
+
+/** Whole seconds; a year is the longest any of them makes sense. */
+export const durationSeconds = z.number().int().min(0).max(31_536_000);
+
+/** All four: the config file's `cache.defaults`, and every resource's effective policy. */
+export const policyDurationsSchema = z.strictObject({
+  ttl: durationSeconds,
+  staleWhileRevalidate: durationSeconds,
+  staleIfError: durationSeconds,
+  notFoundTtl: durationSeconds,
+});
+export type PolicyDurations = z.infer<typeof policyDurationsSchema>;
+
+/** Some of the four: a resource's settings in the config file, or a run-time override. */
+export const somePolicyDurationsSchema = policyDurationsSchema.partial();
+export type SomePolicyDurations = { readonly [K in PolicyDuration]?: number | undefined };
