@@ -12,13 +12,14 @@
  * lagging replica) shows it by a missing `incarnation` or a `rev` lower than a replica has seen;
  * the replicas then merge what they know back in (operator-control.ts).
  *
- * Stamps and expiry are read from Redis's clock (`TIME`), so replicas with skewed clocks agree.
+ * Stamps, and the instant against which entries expire, are read from Redis's clock (`TIME`), so
+ * replicas with skewed clocks agree on the order of changes. Each entry's expiry is the one its
+ * change decided (operator-control.ts): a token's `exp`, or a tombstone's retention.
  */
 import type { RedisClient } from '../platform/redis.js';
 import {
   type EntryKind,
   type StateEntry,
-  TOMBSTONE_RETENTION_MS,
   decodeEntry,
   encodeEntry,
   fieldOf,
@@ -48,8 +49,8 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)`;
  * One change: stamped later than the entry it replaces, written, counted and announced; refused
  * (`lost`) when this Redis does not hold the state, so that a change never starts a new state that
  * lacks everything else (the caller writes everything back first).
- * KEYS: state, meta. ARGV: field, value JSON ('' for a deletion), expiry ms ('' for none), tombstone
- * retention ms, channel.
+ * KEYS: state, meta. ARGV: field, value JSON ('' for a deletion), expiry ms ('' for none: the
+ * caller decides every entry's expiry, a tombstone's retention included), channel.
  */
 const CHANGE_SCRIPT = `${NOW}
 local incarnation = redis.call('hget', KEYS[2], 'incarnation')
@@ -60,17 +61,14 @@ if current then
   local ok, decoded = pcall(cjson.decode, current)
   if ok and type(decoded) == 'table' and tonumber(decoded.t) and tonumber(decoded.t) >= t then t = tonumber(decoded.t) + 1 end
 end
-local entry
-if ARGV[2] == '' then
-  entry = '{"t":' .. string.format('%d', t) .. ',"x":' .. string.format('%d', now + tonumber(ARGV[4])) .. ',"v":null}'
-else
-  local x = 'null'
-  if ARGV[3] ~= '' then x = ARGV[3] end
-  entry = '{"t":' .. string.format('%d', t) .. ',"x":' .. x .. ',"v":' .. ARGV[2] .. '}'
-end
+local x = 'null'
+if ARGV[3] ~= '' then x = ARGV[3] end
+local v = 'null'
+if ARGV[2] ~= '' then v = ARGV[2] end
+local entry = '{"t":' .. string.format('%d', t) .. ',"x":' .. x .. ',"v":' .. v .. '}'
 redis.call('hset', KEYS[1], ARGV[1], entry)
 local rev = redis.call('hincrby', KEYS[2], 'rev', 1)
-redis.call('publish', ARGV[5], '{"rev":' .. rev .. ',"inc":' .. cjson.encode(incarnation) .. ',"f":' .. cjson.encode(ARGV[1]) .. ',"e":' .. entry .. '}')
+redis.call('publish', ARGV[4], '{"rev":' .. rev .. ',"inc":' .. cjson.encode(incarnation) .. ',"f":' .. cjson.encode(ARGV[1]) .. ',"e":' .. entry .. '}')
 return {'ok', incarnation, rev, entry}`;
 
 /**
@@ -231,8 +229,7 @@ export function createControlStore(client: RedisClient, prefix: string): Control
         metaKey,
         field,
         value === null ? '' : JSON.stringify(value),
-        expiresAt === null ? '' : String(expiresAt),
-        String(TOMBSTONE_RETENTION_MS),
+        expiresAt === null ? '' : String(Math.round(expiresAt)),
         channel,
       )) as unknown[];
       if (asString(reply[0]) === 'lost') return { kind: 'lost' };

@@ -218,21 +218,25 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
     return running;
   }
 
-  /** Applies a change here, then shares it. */
+  /**
+   * Applies a change here, then shares it. Its expiry is decided here, once: the token's `exp` for
+   * a revocation, the retention for a deletion (a tombstone), none for the rest.
+   */
   async function change(field: string, value: StateEntry['v'], expiresAt: number | null): Promise<boolean> {
     const at = now();
     const previous = state.get(field);
+    const x = value === null ? at + TOMBSTONE_RETENTION_MS : expiresAt;
     const local: StateEntry = {
       // Later than the entry it replaces even if this clock is behind the one that stamped it.
       t: Math.max(at, (previous?.t ?? 0) + 1),
       v: value,
-      x: value === null ? at + TOMBSTONE_RETENTION_MS : expiresAt,
+      x,
     };
     applyAll([[field, local]]);
     if (store === undefined) return true;
     dirty.add(field);
     try {
-      const result = await store.change(field, value, expiresAt);
+      const result = await store.change(field, value, x);
       if (result.kind === 'lost') {
         await sync(); // writes everything back, this change included
         return !dirty.has(field);
