@@ -121,9 +121,9 @@ export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCo
       }
     },
     async waitForFill(address, maxWaitMs) {
-      const deadline = Date.now() + maxWaitMs;
+      const deadline = performance.now() + maxWaitMs;
       for (;;) {
-        const left = deadline - Date.now();
+        const left = deadline - performance.now();
         if (left <= 0) return;
         await wait(address.key, Math.min(pollMs, left));
         try {
