@@ -39,3 +39,65 @@ export interface Exchange {
   /** What the cache (or the origin) gave. */
   outcome: ReadOutcome | undefined;
 }
+
+/** A route that names one of the 26 reads. */
+export type ReadRoute = Extract<Route, { readonly kind: 'list' | 'record' }>;
+
+/**
+ * What each stage of the request flow guarantees, on top of the stages before it (in the flow's
+ * order: a step that needs a stage runs after the step that reaches it, steps.ts).
+ */
+interface StageFields {
+  /** The query's pairs (step `query`). */
+  readonly 'query parsed': { readonly query: ParsedQuery };
+  /** The verified credential (step `authenticate`). */
+  readonly authenticated: { readonly identity: Authenticated };
+  /** A path that names a read (step `resource`). */
+  readonly 'read route': {
+    readonly target: { readonly path: string; readonly rawQuery: string };
+    readonly route: ReadRoute;
+  };
+  /** The canonical read (step `validate query`). */
+  readonly validated: { readonly read: CanonicalRead };
+  /** What the cache or the origin gave (step `read`). */
+  readonly read: { readonly outcome: ReadOutcome };
+}
+
+export type Stage = keyof StageFields;
+const STAGES: readonly Stage[] = ['query parsed', 'authenticated', 'read route', 'validated', 'read'];
+
+/** An exchange that has reached `S` and every stage before it. */
+export type ExchangeAt<S extends Stage> = Exchange & StageFieldsUpTo<S>;
+type StageFieldsUpTo<S extends Stage> = S extends 'query parsed'
+  ? StageFields['query parsed']
+  : S extends 'authenticated'
+    ? StageFieldsUpTo<'query parsed'> & StageFields['authenticated']
+    : S extends 'read route'
+      ? StageFieldsUpTo<'authenticated'> & StageFields['read route']
+      : S extends 'validated'
+        ? StageFieldsUpTo<'read route'> & StageFields['validated']
+        : StageFieldsUpTo<'validated'> & StageFields['read'];
+
+function holds(ex: Exchange, stage: Stage): boolean {
+  switch (stage) {
+    case 'query parsed':
+      return ex.query !== undefined;
+    case 'authenticated':
+      return ex.identity !== undefined;
+    case 'read route':
+      return ex.target !== undefined && (ex.route?.kind === 'list' || ex.route?.kind === 'record');
+    case 'validated':
+      return ex.read !== undefined;
+    case 'read':
+      return ex.outcome !== undefined;
+  }
+}
+
+/** The one guard of the flow: whether the exchange has reached `stage` (and every stage before it). */
+export function reached<S extends Stage>(ex: Exchange, stage: S): ex is ExchangeAt<S> {
+  for (const each of STAGES) {
+    if (!holds(ex, each)) return false;
+    if (each === stage) return true;
+  }
+  return false;
+}

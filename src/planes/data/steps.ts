@@ -33,7 +33,7 @@ import type { InboundLimiter, LimitVerdict } from '../../limits/inbound.js';
 import { clientTraceFields } from '../../observability/trace-context.js';
 import type { CanonicalMemo } from '../../request/memo.js';
 import { type AnswerRecorders, fail, finish, respond } from './answers.js';
-import type { Exchange } from './exchange.js';
+import { type Exchange, type ExchangeAt, type Stage, reached } from './exchange.js';
 
 /** What the steps work with: the domains, and where answers are recorded. */
 export interface DataPlaneParts extends AnswerRecorders {
@@ -48,6 +48,17 @@ export interface DataPlaneParts extends AnswerRecorders {
 /** `true`: the request is answered, the flow stops; `false`: the next step runs. */
 export type StepResult = boolean | Promise<boolean>;
 export type Step = (ex: Exchange, parts: DataPlaneParts) => StepResult;
+
+/**
+ * A step that needs the exchange at `stage`: the flow's one guard runs first. A step run before its
+ * stage is a defect of the flow's order, never an input (answered 500, `defect` in data-plane.ts).
+ */
+function at<S extends Stage>(stage: S, step: (ex: ExchangeAt<S>, parts: DataPlaneParts) => StepResult): Step {
+  return (ex, parts) => {
+    if (!reached(ex, stage)) throw new TypeError(`a step that needs the stage "${stage}" ran before it`);
+    return step(ex, parts);
+  };
+}
 
 /** A path on this server, not an absolute-form or network-path target (a host named by a client). */
 export function checkTarget(ex: Exchange, parts: DataPlaneParts): StepResult {
@@ -103,18 +114,19 @@ function limited(ex: Exchange, parts: DataPlaneParts, verdict: LimitVerdict): bo
 }
 
 /** The inbound limits, on hits and misses alike: after 401, before 404/405/403/400. */
-export function applyInboundLimits(ex: Exchange, parts: DataPlaneParts): StepResult {
-  const principal = ex.identity?.principal;
-  if (principal === undefined) throw new TypeError('the limits run after authentication');
-  const verdict = parts.limiter.decide(principal);
+export const applyInboundLimits = at('authenticated', (ex, parts) => {
+  const verdict = parts.limiter.decide(ex.identity.principal);
   return verdict instanceof Promise
     ? verdict.then((decided) => limited(ex, parts, decided))
     : limited(ex, parts, verdict);
-}
+});
 
-/** An unknown resource or a malformed record id: 404 without asking the origin. */
-export function resolveResource(ex: Exchange, parts: DataPlaneParts): StepResult {
-  return ex.route?.kind === 'list' || ex.route?.kind === 'record' ? false : fail(ex, parts, new NotFoundError());
+/**
+ * An unknown resource or a malformed record id: 404 without asking the origin. The route was
+ * resolved when the exchange opened (its log line and span name it); here it must name a read.
+ */
+export function requireReadRoute(ex: Exchange, parts: DataPlaneParts): StepResult {
+  return reached(ex, 'read route') ? false : fail(ex, parts, new NotFoundError());
 }
 
 /** Reads only: GET and HEAD (OPTIONS was answered above). */
@@ -124,32 +136,22 @@ export function checkMethod(ex: Exchange, parts: DataPlaneParts): StepResult {
 }
 
 /** The resource's permissions, scope, modules and the blocks (403). */
-export function authorise(ex: Exchange, parts: DataPlaneParts): StepResult {
-  const route = ex.route;
-  const principal = ex.identity?.principal;
-  if (principal === undefined || (route?.kind !== 'list' && route?.kind !== 'record'))
-    throw new TypeError('authorisation runs on a resolved read');
-  const forbidden = authorize(principal, route.resource, parts.policy, parts.lists);
+export const authorise = at('read route', (ex, parts) => {
+  const forbidden = authorize(ex.identity.principal, ex.route.resource, parts.policy, parts.lists);
   return forbidden === undefined ? false : fail(ex, parts, forbidden);
-}
+});
 
 /** The canonical read: the resource's parameters only, each valid, in one spelling (400). */
-export function validateQuery(ex: Exchange, parts: DataPlaneParts): StepResult {
-  const route = ex.route;
-  if ((route?.kind !== 'list' && route?.kind !== 'record') || ex.target === undefined || ex.query === undefined) {
-    throw new TypeError('validation runs on a resolved read and a parsed query');
-  }
-  const read = parts.memo.read(route, ex.query);
+export const validateQuery = at('read route', (ex, parts) => {
+  const read = parts.memo.read(ex.route, ex.query);
   if (read instanceof ProxyError) return fail(ex, parts, read);
   ex.read = read;
   return false;
-}
+});
 
 /** The cache: a page held in this process at once; else the store, or one fill from the origin. */
-export function readThroughCache(ex: Exchange, parts: DataPlaneParts): StepResult {
+export const readThroughCache = at('validated', (ex, parts) => {
   const { read, identity } = ex;
-  if (read === undefined || identity === undefined)
-    throw new TypeError('the read runs on a canonical read and a credential');
   const request = {
     read,
     principal: identity.principal,
@@ -172,14 +174,10 @@ export function readThroughCache(ex: Exchange, parts: DataPlaneParts): StepResul
     ex.outcome = outcome;
     return false;
   });
-}
+});
 
 /** The read's answer: its content coding (406), a 304 on its validator, or the page. */
-export function respondWithRead(ex: Exchange, parts: DataPlaneParts): StepResult {
-  const outcome = ex.outcome;
-  if (outcome === undefined) throw new TypeError('the answer follows the read');
-  return respond(ex, parts, outcome);
-}
+export const respondWithRead = at('read', (ex, parts) => respond(ex, parts, ex.outcome));
 
 /** The flow, in its order. */
 export const REQUEST_FLOW: ReadonlyArray<readonly [name: string, step: Step]> = [
@@ -189,7 +187,7 @@ export const REQUEST_FLOW: ReadonlyArray<readonly [name: string, step: Step]> = 
   ['authenticate', authenticate],
   ['operator state', requireKnownLists],
   ['inbound limits', applyInboundLimits],
-  ['resource', resolveResource],
+  ['resource', requireReadRoute],
   ['method', checkMethod],
   ['authorise', authorise],
   ['validate query', validateQuery],
