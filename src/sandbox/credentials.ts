@@ -17,7 +17,7 @@
  *   employee is involved (`employee_id`), the employee's current permissions (`employee_permissions`,
  *   then required).
  * - seed §7 (403): the token scope (`scope`, space-separated words or a list) and plan/module access
- *   (`modules`, a list), each checked only when the token has it.
+ *   (`modules`, a list, or words like `scope`), each checked only when the token has it.
  *
  * A claim of the wrong type makes the credential invalid (401), never a guess.
  */
@@ -34,7 +34,6 @@ export type SandboxKeys =
       readonly url: string;
       readonly algorithms?: readonly string[];
       readonly cooldownMs?: number;
-      readonly refreshMs?: number;
       readonly timeoutMs?: number;
     };
 
@@ -153,7 +152,6 @@ function keyOf(keys: SandboxKeys): { key: KeyObject | JWTVerifyGetKey; algorithm
       return {
         key: createRemoteJWKSet(new URL(keys.url), {
           ...(keys.cooldownMs !== undefined && { cooldownDuration: keys.cooldownMs }),
-          ...(keys.refreshMs !== undefined && { cacheMaxAge: keys.refreshMs }),
           ...(keys.timeoutMs !== undefined && { timeoutDuration: keys.timeoutMs }),
         }),
         algorithms: keys.algorithms ?? ASYMMETRIC,
