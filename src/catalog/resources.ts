@@ -1,6 +1,7 @@
 /**
  * The one catalog of the thirteen resources of the seed (§2 and §5). Routing, query validation,
- * authorisation, the sandbox, the config schema and the README's table all derive from it.
+ * authorisation, the config schema and the README's table all derive from it. The sandbox system of
+ * record keeps its own copy, written from the seed (docs/architecture.md#the-system-of-record-stands-apart).
  */
 import { type FilterGrammar, grammarForFilter } from './grammar.js';
 

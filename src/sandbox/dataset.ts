@@ -4,7 +4,7 @@
  * at real records, filter values that vary (including text that needs percent-encoding), ids
  * unique across companies and resources, ordered by id. The same seed always gives the same bytes.
  */
-import { RESOURCES, type ResourceDef, type ResourceName } from '../catalog/resources.js';
+import { type ResourceName, type SeedResource, SEED_RESOURCES } from './resources.js';
 
 export type SandboxRecord = Readonly<Record<string, string | number | boolean | null>> & {
   readonly id: number;
@@ -107,7 +107,7 @@ function shuffle<T>(items: T[], random: () => number): T[] {
 }
 
 function filterValue(
-  resource: ResourceDef,
+  resource: SeedResource,
   filter: string,
   company: string | number,
   random: () => number,
@@ -130,7 +130,7 @@ export function generateDataset(seed = 20_261_122): Dataset {
   const random = prng(seed);
   const made = new Map<ResourceName, SandboxRecord[]>();
   ORDER.forEach((name, index) => {
-    const resource = RESOURCES.find((r) => r.name === name);
+    const resource = SEED_RESOURCES.find((r) => r.name === name);
     if (resource === undefined) throw new Error(`unknown resource ${name}`);
     const owners = shuffle(
       SANDBOX_COMPANIES.flatMap((company) => Array.from({ length: recordCount(name, company, random) }, () => company)),
@@ -142,8 +142,7 @@ export function generateDataset(seed = 20_261_122): Dataset {
       id += 1 + Math.floor(random() * 3); // gaps, as ids of a real table have
       const createdAt = EPOCH + id * 37_000;
       const record: Record<string, string | number | boolean | null> = { id, company_id: company };
-      for (const filter of resource.filters)
-        record[filter.name] = filterValue(resource, filter.name, company, random, made);
+      for (const filter of resource.filters) record[filter] = filterValue(resource, filter, company, random, made);
       Object.assign(record, DOMAIN_FIELDS[name](random, id));
       record.created_at = new Date(createdAt).toISOString();
       record.updated_at = new Date(createdAt + Math.floor(random() * 86_400_000)).toISOString();

@@ -8,10 +8,10 @@
  */
 import { messageOf } from '../errors/proxy-error.js';
 import { parseArgs } from 'node:util';
-import type { KeySourceOptions } from '../auth/key-source.js';
 import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from '../cli/command-line.js';
 import { ConfigError, loadEnv } from '../config/load.js';
 import { DEV_SECRET, mintDevToken } from '../dev/dev-credentials.js';
+import type { SandboxKeys } from './credentials.js';
 import { createSandbox } from './server.js';
 
 function integerVar(name: string, fallback: number): number {
@@ -42,7 +42,7 @@ async function run(): Promise<void> {
     parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }),
   );
   const env = loadEnv(process.env);
-  const keys: KeySourceOptions =
+  const keys: SandboxKeys =
     env.keySource === undefined
       ? { kind: 'secret', secret: DEV_SECRET }
       : { ...env.keySource, ...(env.jwtAlgorithms !== undefined && { algorithms: env.jwtAlgorithms }) };

@@ -1,36 +1,47 @@
 /**
  * The sandbox system of record (README, "The sandbox system of record"): a faithful implementation of the seed for the embedded
- * default, the tests, the benchmarks and the load tests. It verifies tokens and permissions with
- * the proxy's own rules, scopes every answer to the token's company, pages by keyset exactly as the
- * seed says, answers 429 above its rate, and, when `control` is on, exposes a fault switch, the
- * count of requests it served, and the trace headers they carried (`traceparent`, `tracestate`,
- * `X-Request-Id`: how tests see what reaches the upstream).
+ * default, the tests, the benchmarks and the load tests. The tests judge the proxy against it, so it
+ * implements the upstream API's rules on its own, written from the specification (the seed) alone and
+ * nothing taken from the proxy's auth, request or catalog code, so that a mistake there is not made
+ * twice and agreed with:
  *
- * Query parsing deliberately does not reuse the proxy's canonicaliser: it reads the query the way
- * an ordinary server does (WHATWG URLSearchParams), so that the conformance suite compares two
- * independent readings of each request.
+ * - the thirteen resources, their filters and the permission each needs (seed §2, §5: `resources.ts`);
+ * - the bearer credential, its token checks and what its claims mean (seed §5, §7: `credentials.ts`);
+ * - the permission check, for the credential and any employee, scope and plan modules (seed §5, §7:
+ *   `access.ts`);
+ * - the query: filters, `per_page`, `after_id`, the record id (seed §2, §4, §8: `query.ts`);
+ * - company scoping (seed §5.2: every answer holds only the credential's company's records, and
+ *   another company's record is a 404 like a missing one, §4) and keyset pages (seed §4: `data`,
+ *   `meta.per_page`, `meta.has_more`, `meta.next_after_id`; null when there is no next page) here.
+ *
+ * Its refusals, checked in this order: 405 (not GET or HEAD), 404 (no such resource or path), 401
+ * (seed §7: no valid credential), 403 (seed §7: access denied), 400 (a query the seed does not
+ * allow), 404 (no such record in the credential's company). Bodies are small JSON objects
+ * (`{"error": …}`; the seed leaves their shape open). It answers 429 above its rate and, when
+ * `control` is on, exposes a fault switch, the count of requests it served, and the trace headers
+ * they carried (`traceparent`, `tracestate`, `X-Request-Id`: how tests see what reaches the upstream).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
-import { NO_ACCESS_LISTS } from '../auth/access-lists.js';
-import { DEFAULT_AUTHORIZATION_POLICY, authorize } from '../auth/authorize.js';
-import { readBearer } from '../auth/bearer.js';
-import type { ClaimNames } from '../auth/claims.js';
-import type { KeySourceOptions } from '../auth/key-source.js';
-import type { Principal } from '../auth/principal.js';
-import { createTokenVerifier } from '../auth/verify-token.js';
-import { API_PREFIX, type ResourceName, findResource } from '../catalog/resources.js';
-import { PER_PAGE_DEFAULT, PER_PAGE_MAX, PER_PAGE_MIN } from '../catalog/grammar.js';
-import { UnauthenticatedError } from '../errors/proxy-error.js';
 import { closeServer, listenOn } from '../http/listen.js';
+import { denial } from './access.js';
+import {
+  type Credential,
+  type SandboxClaimNames,
+  type SandboxKeys,
+  bearerToken,
+  credentialChecker,
+} from './credentials.js';
 import { type Dataset, type SandboxRecord, generateDataset } from './dataset.js';
 import { type Faults, FaultError, FaultSwitch, parseFaults } from './faults.js';
+import { type ListQuery, readListQuery, readRecordQuery, recordId } from './query.js';
+import { API_PREFIX, type SeedResource, seedResource } from './resources.js';
 
 export interface SandboxOptions {
-  readonly keys: KeySourceOptions;
+  readonly keys: SandboxKeys;
   readonly issuer?: string;
   readonly audience?: string;
-  readonly claims?: ClaimNames;
+  readonly claims?: SandboxClaimNames;
   /** Requests per second answered before 429 (fixed one-second windows); 0 turns it off. */
   readonly rateLimitPerSecond?: number;
   /** Exposes the fault switch and counters under `/__sandbox/` (tests only). */
@@ -96,7 +107,6 @@ export interface Sandbox {
 }
 
 const CONTROL_PREFIX = '/__sandbox/';
-const SMALL_ID = /^[0-9]{1,16}$/;
 
 function json(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
   const body = Buffer.from(JSON.stringify(value));
@@ -139,13 +149,12 @@ const MAX_ARRIVALS = 20_000;
 
 export function createSandbox(options: SandboxOptions): Sandbox {
   const dataset = options.seed === undefined ? generateDataset() : generateDataset(options.seed);
-  const verifier = createTokenVerifier({
+  const checkToken = credentialChecker({
     keys: options.keys,
     issuer: options.issuer,
     audience: options.audience,
-    ...(options.claims !== undefined && { claims: options.claims }),
+    claims: options.claims,
   });
-  const noBlocks = NO_ACCESS_LISTS;
   const faults = new FaultSwitch();
   let stats = emptyStats();
   let received: ReceivedRequest[] = [];
@@ -182,45 +191,24 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     if (stats.arrivals.length > MAX_ARRIVALS) stats.arrivals.splice(0, stats.arrivals.length - MAX_ARRIVALS);
   }
 
-  async function authenticate(req: IncomingMessage): Promise<Principal | undefined> {
-    const bearer = readBearer(req.headersDistinct.authorization);
-    if (bearer.kind !== 'token') return undefined;
-    try {
-      const principal = await verifier.verify(bearer.token);
-      return principal;
-    } catch (error) {
-      if (error instanceof UnauthenticatedError) return undefined;
-      throw error;
-    }
+  async function authenticate(req: IncomingMessage): Promise<Credential | undefined> {
+    const token = bearerToken(req.headersDistinct.authorization);
+    return token === undefined ? undefined : checkToken(token);
   }
 
-  function list(res: ServerResponse, resourceName: ResourceName, principal: Principal, query: URLSearchParams): void {
-    const resource = findResource(resourceName);
-    if (resource === undefined) return json(res, 404, { error: 'not_found' });
-    const seen = new Set<string>();
-    for (const name of query.keys()) {
-      if (seen.has(name)) return json(res, 400, { error: 'invalid_parameter', parameter: name });
-      seen.add(name);
-      if (name !== 'per_page' && name !== 'after_id' && !resource.filterNames.has(name)) {
-        return json(res, 400, { error: 'invalid_parameter', parameter: name });
-      }
-    }
-    const perPageText = query.get('per_page');
-    const perPage = perPageText === null ? PER_PAGE_DEFAULT : Number(perPageText);
-    if (perPageText !== null && (!SMALL_ID.test(perPageText) || perPage < PER_PAGE_MIN || perPage > PER_PAGE_MAX)) {
-      return json(res, 400, { error: 'invalid_parameter', parameter: 'per_page' });
-    }
-    const afterText = query.get('after_id');
-    if (afterText !== null && !SMALL_ID.test(afterText))
-      return json(res, 400, { error: 'invalid_parameter', parameter: 'after_id' });
-    const afterId = afterText === null ? 0 : Number(afterText);
-    const filters = resource.filters.map((f) => [f.name, query.get(f.name)] as const).filter(([, v]) => v !== null);
+  /** Seed §5.2: a record is the credential's when it belongs to the credential's company. */
+  function owns(credential: Credential, record: SandboxRecord): boolean {
+    return String(record.company_id) === credential.company;
+  }
+
+  /** Seed §4: a keyset page of the company's records, filtered, ordered by id. */
+  function list(res: ServerResponse, resource: SeedResource, credential: Credential, query: ListQuery): void {
     const page: SandboxRecord[] = [];
     let hasMore = false;
-    for (const record of dataset.get(resourceName) ?? []) {
-      if (record.id <= afterId || String(record.company_id) !== principal.company) continue;
-      if (!filters.every(([name, value]) => String(record[name]) === value)) continue;
-      if (page.length === perPage) {
+    for (const record of dataset.get(resource.name) ?? []) {
+      if (record.id <= query.afterId || !owns(credential, record)) continue;
+      if (!query.filters.every(([name, value]) => String(record[name]) === value)) continue;
+      if (page.length === query.perPage) {
         hasMore = true;
         break;
       }
@@ -229,39 +217,30 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     const last = page[page.length - 1];
     json(res, 200, {
       data: page,
-      meta: { per_page: perPage, has_more: hasMore, next_after_id: hasMore && last !== undefined ? last.id : null },
+      meta: {
+        per_page: query.perPage,
+        has_more: hasMore,
+        next_after_id: hasMore && last !== undefined ? last.id : null,
+      },
     });
   }
 
-  function single(
-    res: ServerResponse,
-    resourceName: ResourceName,
-    principal: Principal,
-    idText: string,
-    query: URLSearchParams,
-  ): void {
-    for (const name of query.keys()) return json(res, 400, { error: 'invalid_parameter', parameter: name });
-    const id = SMALL_ID.test(idText) ? Number(idText) : Number.NaN;
-    const record = (dataset.get(resourceName) ?? []).find((r) => r.id === id);
-    // Seed §4: another company's record is answered exactly like a missing one.
-    if (record === undefined || String(record.company_id) !== principal.company)
-      return json(res, 404, { error: 'not_found' });
+  /** Seed §4: one record; another company's record is answered exactly like a missing one (404). */
+  function single(res: ServerResponse, resource: SeedResource, credential: Credential, idText: string): void {
+    const id = recordId(idText);
+    const record = id === undefined ? undefined : (dataset.get(resource.name) ?? []).find((r) => r.id === id);
+    if (record === undefined || !owns(credential, record)) return json(res, 404, { error: 'not_found' });
     json(res, 200, { data: record });
   }
 
-  async function answerApi(
-    req: IncomingMessage,
-    res: ServerResponse,
-    path: string,
-    query: URLSearchParams,
-  ): Promise<void> {
+  async function answerApi(req: IncomingMessage, res: ServerResponse, path: string, search: string): Promise<void> {
     if (req.method !== 'GET' && req.method !== 'HEAD')
       return json(res, 405, { error: 'method_not_allowed' }, { allow: 'GET, HEAD' });
     const [name = '', id, ...rest] = path.split('/');
-    const resource = findResource(name);
+    const resource = seedResource(name);
     if (resource === undefined || rest.length > 0) return json(res, 404, { error: 'not_found' });
-    const principal = await authenticate(req);
-    if (principal === undefined) {
+    const credential = await authenticate(req);
+    if (credential === undefined) {
       return json(
         res,
         401,
@@ -269,11 +248,17 @@ export function createSandbox(options: SandboxOptions): Sandbox {
         { 'www-authenticate': 'Bearer realm="sandbox", error="invalid_token"' },
       );
     }
-    const forbidden = authorize(principal, resource, DEFAULT_AUTHORIZATION_POLICY, noBlocks);
-    if (forbidden !== undefined)
-      return json(res, 403, { error: 'forbidden', reason: forbidden.reason, missing: forbidden.missing });
-    if (id === undefined) list(res, resource.name, principal, query);
-    else single(res, resource.name, principal, id, query);
+    const denied = denial(credential, resource);
+    if (denied !== undefined)
+      return json(res, 403, { error: 'forbidden', reason: denied.reason, missing: denied.missing });
+    if (id === undefined) {
+      const query = readListQuery(search, resource);
+      if ('invalid' in query) return json(res, 400, { error: 'invalid_parameter', parameter: query.invalid });
+      return list(res, resource, credential, query);
+    }
+    const refused = readRecordQuery(search);
+    if (refused !== undefined) return json(res, 400, { error: 'invalid_parameter', parameter: refused.invalid });
+    single(res, resource, credential, id);
   }
 
   function corrupt(res: ServerResponse, fault: Faults['body']): void {
@@ -313,7 +298,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     }
     const queryAt = target.indexOf('?');
     const path = (queryAt === -1 ? target : target.slice(0, queryAt)).slice(API_PREFIX.length + 1);
-    const query = new URLSearchParams(queryAt === -1 ? '' : target.slice(queryAt + 1));
+    const search = queryAt === -1 ? '' : target.slice(queryAt + 1);
     const fault = faults.take(path.split('/')[0]);
     if (fault?.latencyMs !== undefined) await delay(fault.latencyMs);
     if (fault?.status !== undefined) {
@@ -325,7 +310,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       );
     }
     if (fault?.body !== undefined) return corrupt(res, fault.body);
-    await answerApi(req, res, path, query);
+    await answerApi(req, res, path, search);
   }
 
   async function handleControl(req: IncomingMessage, res: ServerResponse, action: string): Promise<void> {
@@ -424,7 +409,6 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     },
     async close() {
       await refusing;
-      verifier.close();
       await closeServer(server, 0);
     },
   };

@@ -3,9 +3,15 @@
  * catalog (`RESOURCES`), never written out a second time; the scope and module rules (defaults and
  * config overrides); and the precedence of docs/architecture.md#the-request-flow (401 → 404 → 405 → 403 → 400, OPTIONS aside).
  * Every refusal is the proxy's own (problem+json with a `code`) and never reaches the upstream.
+ *
+ * The matrix above is derived from the proxy's catalog, so it cannot tell a wrong catalog row from a
+ * right one. The last suite asks the sandbox too, which implements seed §5 on its own
+ * (`src/sandbox/resources.ts`, `src/sandbox/access.ts`): for every resource and every permission,
+ * the proxy must refuse exactly what the system of record refuses, for the same reason.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, API_PREFIX, RESOURCES, type ResourceDef } from '../../src/catalog/resources.js';
+import { SEED_RESOURCES } from '../../src/sandbox/resources.js';
 import { startStack } from '../helpers/env.js';
 import { type RawResponse, getWithToken, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
@@ -351,4 +357,63 @@ describe('precedence under the API prefix (docs/architecture.md#the-request-flow
     expect(res.status).toBe(200);
     expect(res.body.length).toBe(0);
   });
+});
+
+describe('the proxy refuses exactly what the system of record refuses (seed §5, judged by the sandbox)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack();
+  });
+  afterAll(() => stack.close());
+
+  /** Every permission either side names: a permission only one of them knows is tested all the same. */
+  const UNIVERSE = [...new Set([...ALL_PERMISSIONS, ...SEED_RESOURCES.flatMap((r) => r.permissions)])];
+  const everyOtherThan = (permission: string) => UNIVERSE.filter((p) => p !== permission);
+  const VARIANTS: ReadonlyArray<readonly [label: string, claims: Parameters<typeof token>[0]]> = [
+    ['every permission', { permissions: UNIVERSE }],
+    ['no permission', { permissions: [] }],
+    ...UNIVERSE.map((p) => [`a credential without ${p}`, { permissions: everyOtherThan(p) }] as const),
+    ['an employee with every permission', { permissions: UNIVERSE, employee: EMPLOYEE, employeePermissions: UNIVERSE }],
+    ...UNIVERSE.map(
+      (p) =>
+        [
+          `an employee without ${p}`,
+          { permissions: UNIVERSE, employee: EMPLOYEE, employeePermissions: everyOtherThan(p) },
+        ] as const,
+    ),
+    ['scope operations:read', { permissions: UNIVERSE, scope: 'operations:read' }],
+    ['scope without operations:read', { permissions: UNIVERSE, scope: 'operations:write' }],
+    ['modules with slab', { permissions: UNIVERSE, modules: ['slab'] }],
+    ['modules without slab', { permissions: UNIVERSE, modules: ['crm'] }],
+  ];
+
+  it.each(SEED_RESOURCES.map((resource) => ({ name: resource.name })))(
+    '$name, list and record: same status as the sandbox asked directly, and the same reason and missing permissions',
+    async ({ name }) => {
+      const resource = RESOURCES.find((r) => r.name === name);
+      if (resource === undefined) throw new Error(`the proxy's catalog has no ${name}`);
+      const disagreements: string[] = [];
+      for (const kind of KINDS) {
+        const target = targetFor(stack, resource, kind);
+        for (const [label, claims] of VARIANTS) {
+          const jwt = await token(claims);
+          const [proxy, direct] = await Promise.all([
+            getWithToken(stack.proxy.url, target, jwt),
+            getWithToken(stack.sandbox.url, target, jwt),
+          ]);
+          const theirs = direct.status === 403 ? (direct.json() as { reason?: string; missing?: string[] }) : {};
+          const ours = proxy.status === 403 ? (proxy.json() as Problem) : {};
+          const said = (status: number, body: { reason?: string; missing?: readonly string[] }) =>
+            status === 403 ? `403 ${body.reason ?? '?'} [${(body.missing ?? []).join(', ')}]` : String(status);
+          const sandboxSaid = said(direct.status, theirs);
+          const proxySaid = said(proxy.status, ours);
+          if (proxySaid !== sandboxSaid)
+            disagreements.push(`${kind} ${target}, ${label}: proxy ${proxySaid}, sandbox ${sandboxSaid}`);
+          else if (proxy.status === 200 && !proxy.body.equals(direct.body))
+            disagreements.push(`${kind} ${target}, ${label}: different 200 bodies`);
+        }
+      }
+      expect(disagreements).toEqual([]);
+    },
+  );
 });

@@ -3,6 +3,9 @@
  * - the README's code-layout table names every folder of `src/` and nothing that is not there;
  * - every import goes to its own folder or to a layer below (the table's order), and no import
  *   circle exists between files;
+ * - the sandbox system of record implements the seed's rules on its own: nothing in `src/sandbox/`
+ *   imports the proxy's rule modules, and the server the tests judge the proxy against does not
+ *   reach them even through another module (docs/architecture.md#the-system-of-record-stands-apart);
  * - every `src/…` path and `docs/…` file or anchor that the README, the docs and the code's
  *   comments name exists, and so does every in-page anchor the README and the docs link to.
  */
@@ -96,6 +99,62 @@ describe('the layers', () => {
     };
     for (const file of SOURCES) visit(file, []);
     expect(circles).toEqual([]);
+  });
+});
+
+/**
+ * The proxy's rules, which the sandbox must not share (docs/architecture.md#the-system-of-record-stands-apart): the
+ * resources, permissions and value grammars (catalog), bearer parsing, token checks, claims and
+ * authorisation (auth), the query grammar and canonical read (request), and the parts that apply
+ * them to a request (the planes, the wiring, the cache, the upstream client, limits, operator state).
+ */
+const PROXY_RULES = [
+  'src/catalog',
+  'src/auth',
+  'src/request',
+  'src/planes',
+  'src/app.ts',
+  'src/cache',
+  'src/upstream',
+  'src/limits',
+  'src/control',
+];
+/** The system of record itself: what `createSandbox` is made of (its command line aside). */
+const SANDBOX_SERVER = 'src/sandbox/server.ts';
+
+function isProxyRule(file: string): boolean {
+  return PROXY_RULES.some((unit) => file === unit || file.startsWith(`${unit}/`));
+}
+
+describe('the sandbox system of record stands apart from the proxy', () => {
+  it('no file of src/sandbox/ imports a module of the proxy’s rules', () => {
+    const shared: string[] = [];
+    for (const file of SOURCES.filter((f) => f.startsWith('src/sandbox/'))) {
+      for (const target of importsOf(file)) if (isProxyRule(target)) shared.push(`${file} → ${target}`);
+    }
+    expect(shared).toEqual([]);
+  });
+
+  it('the sandbox server reaches none of them through another module either', () => {
+    const reached = new Set<string>();
+    const paths: string[] = [];
+    const visit = (file: string, path: readonly string[]): void => {
+      if (reached.has(file)) return;
+      reached.add(file);
+      if (isProxyRule(file)) paths.push([...path, file].join(' → '));
+      for (const next of importsOf(file)) if (existsSync(next)) visit(next, [...path, file]);
+    };
+    visit(SANDBOX_SERVER, []);
+    // The walk did see the sandbox's own rule files (so an emptied import list cannot pass it).
+    expect([...reached]).toEqual(
+      expect.arrayContaining([
+        'src/sandbox/resources.ts',
+        'src/sandbox/credentials.ts',
+        'src/sandbox/access.ts',
+        'src/sandbox/query.ts',
+      ]),
+    );
+    expect(paths).toEqual([]);
   });
 });
 
