@@ -1,6 +1,7 @@
 /**
- * The README's resource and error tables, rendered from the catalog and the error registry so the
- * docs cannot drift from the code (`npm run docs` rewrites them; a test checks they are current).
+ * The documentation's tables rendered from the catalog and the error registry, so the docs cannot
+ * drift from the code: the resource and error tables of the client contract (docs/clients.md).
+ * `npm run docs` rewrites them; a test checks they are current.
  */
 import { GRAMMAR_DESCRIPTIONS } from '../catalog/grammar.js';
 import { API_PREFIX, RESOURCES } from '../catalog/resources.js';
@@ -30,16 +31,24 @@ export function renderErrorTable(): string {
   return ['| status | code | title |', '|---|---|---|', ...rows].join('\n');
 }
 
+/** The documents that hold generated tables, and each table's marker name and renderer. */
+export const GENERATED_TABLES: Readonly<Record<string, Readonly<Record<string, () => string>>>> = {
+  'docs/clients.md': { resources: renderResourceTable, errors: renderErrorTable },
+};
+
 /** Replaces the text between `<!-- name:start -->` and `<!-- name:end -->`. */
-export function replaceSection(document: string, name: string, content: string): string {
+export function replaceSection(document: string, name: string, content: string, file = 'the document'): string {
   const start = `<!-- ${name}:start -->`;
   const end = `<!-- ${name}:end -->`;
   const from = document.indexOf(start);
   const to = document.indexOf(end);
-  if (from === -1 || to === -1 || to < from) throw new Error(`README has no ${name} section`);
+  if (from === -1 || to === -1 || to < from) throw new Error(`${file} has no ${name} section`);
   return `${document.slice(0, from + start.length)}\n${content}\n${document.slice(to)}`;
 }
 
-export function renderReadme(document: string): string {
-  return replaceSection(replaceSection(document, 'resources', renderResourceTable()), 'errors', renderErrorTable());
+/** A document with each of its generated tables (`GENERATED_TABLES[file]`) rendered afresh. */
+export function renderTables(file: string, document: string): string {
+  const tables = GENERATED_TABLES[file];
+  if (tables === undefined) throw new Error(`${file} holds no generated tables`);
+  return Object.entries(tables).reduce((text, [name, render]) => replaceSection(text, name, render(), file), document);
 }
