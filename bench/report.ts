@@ -1,7 +1,7 @@
 /**
- * The end of `npm run bench`: the targets with their verdicts, and the Markdown the README's
- * "Benchmarks" section takes verbatim (a stamp line with the command, the date and the machine,
- * the figures per target, the targets table), so the README's figures are always one run's.
+ * The end of `npm run bench`: the targets with their verdicts, and the Markdown that
+ * docs/benchmarks.md takes verbatim (a stamp line with the command, the date and the machine,
+ * the figures per target, the targets table), so the figures there are always one run's.
  */
 import { fmt, fmtInt, markdownTable, verdict } from './lib/format.js';
 import type { Summary } from './lib/rounds.js';
@@ -133,7 +133,7 @@ export function verdicts(input: VerdictInput): Verdict[] {
   ];
 }
 
-/** The figures table's header: the README test holds the README's copy to this. */
+/** The figures table's header: a test holds the copy in docs/benchmarks.md to this. */
 export const FIGURES_HEADER = [
   'target',
   'req/s, 50 pages',
@@ -185,7 +185,7 @@ export interface Disturbance {
   readonly rounds: number;
 }
 
-/** The README's lines: stamp, figures, a warning when the machine was busy, targets. */
+/** The lines for docs/benchmarks.md: stamp, figures, a warning when the machine was busy, targets. */
 export function benchMarkdown(
   stamp: string,
   rows: readonly TargetFigures[],
