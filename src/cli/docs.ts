@@ -1,8 +1,8 @@
 /**
  * `npm run docs`: rewrites what is generated from the code: the documentation's tables (catalog and
- * error registry, in docs/clients.md), the OpenAPI description of the client surface
- * (`docs/openapi.json`) and the config file's JSON Schema (`config/schema.json`). Tests check each
- * one is current.
+ * error registry: docs/clients.md, and the README's resources by group), the OpenAPI description of
+ * the client surface (`docs/openapi.json`) and the config file's JSON Schema (`config/schema.json`).
+ * Tests check each one is current.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';

@@ -1,7 +1,8 @@
 /**
  * The documentation's tables rendered from the catalog and the error registry, so the docs cannot
- * drift from the code: the resource and error tables of the client contract (docs/clients.md).
- * `npm run docs` rewrites them; a test checks they are current.
+ * drift from the code: the resource and error tables of the client contract (docs/clients.md), and
+ * the README's short list of the resources by group. `npm run docs` rewrites them; a test checks
+ * they are current.
  */
 import { GRAMMAR_DESCRIPTIONS } from '../catalog/grammar.js';
 import { API_PREFIX, RESOURCES } from '../catalog/resources.js';
@@ -24,6 +25,24 @@ export function renderResourceTable(): string {
   ].join('\n');
 }
 
+/** The resources by group, one row per group and permission: the README's short form of the table. */
+export function renderResourceGroups(): string {
+  const rows = new Map<string, { group: string; names: string[]; permissions: readonly string[] }>();
+  for (const r of RESOURCES) {
+    const key = `${r.group}\n${r.requiredPermissions.join(' ')}`;
+    const row = rows.get(key) ?? { group: r.group, names: [], permissions: r.requiredPermissions };
+    row.names.push(`\`${r.name}\``);
+    rows.set(key, row);
+  }
+  return [
+    '| group | resources | permissions |',
+    '|---|---|---|',
+    ...[...rows.values()].map(
+      (row) => `| ${row.group} | ${row.names.join(', ')} | ${row.permissions.map((p) => `\`${p}\``).join(' + ')} |`,
+    ),
+  ].join('\n');
+}
+
 export function renderErrorTable(): string {
   const rows = (Object.entries(ERROR_REGISTRY) as Array<[ErrorCode, { status: number; title: string }]>).map(
     ([code, { status, title }]) => `| ${status} | \`${code}\` | ${title} |`,
@@ -33,6 +52,7 @@ export function renderErrorTable(): string {
 
 /** The documents that hold generated tables, and each table's marker name and renderer. */
 export const GENERATED_TABLES: Readonly<Record<string, Readonly<Record<string, () => string>>>> = {
+  'README.md': { 'resource-groups': renderResourceGroups },
   'docs/clients.md': { resources: renderResourceTable, errors: renderErrorTable },
 };
 
