@@ -4,9 +4,9 @@
  *   nothing that is not there;
  * - every import goes to its own folder or to a layer below (the table's order), and no import
  *   circle exists between files;
- * - every `src/…` path and `docs/…` file or anchor that the README, the docs and the comments of
- *   src/, bench/, scripts/ and test/ name exists, and so does every file and anchor the README and
- *   the docs link to.
+ * - every `src/…` path and `docs/…` file or anchor that the README, the docs, the comments of
+ *   src/, bench/, scripts/ and test/, and the config and deployment files name exists, and so does
+ *   every file and anchor the README and the docs link to.
  */
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
@@ -23,8 +23,14 @@ function filesUnder(dir: string, suffix: string): string[] {
 }
 
 const SOURCES = filesUnder('src', '.ts');
-/** The other code whose comments cite the docs. */
-const OTHER_CODE = ['bench', 'scripts', 'test'].flatMap((dir) => filesUnder(dir, '.ts'));
+/** The other code and the deployment files, whose comments cite the docs too. */
+const OTHER_CODE = [
+  ...['bench', 'scripts', 'test'].flatMap((dir) => filesUnder(dir, '.ts')),
+  ...['config', 'deploy'].flatMap((dir) => filesUnder(dir, '')),
+  'Dockerfile',
+  'docker-compose.yml',
+  '.ci/run',
+];
 const README = readFileSync('README.md', 'utf8');
 const DOCS = filesUnder('docs', '.md');
 /** Where the code-layout table is, between `<!-- layout:start -->` and `<!-- layout:end -->`. */
