@@ -1,6 +1,6 @@
 /**
  * `npm run loadtest`: the topology of `docker-compose.yml` as local processes, for machines
- * without Docker (README, "Load test"). The same services, the same commands, the same config
+ * without Docker (docs/load-test.md). The same services, the same commands, the same config
  * file (`config/loadtest.yaml`) and the same load generator:
  *
  *   redis          redis-server (no persistence) on a free port; or, with LOADTEST_REDIS=cluster,

@@ -59,7 +59,7 @@ export interface VerdictInput {
 }
 
 /**
- * A `br` hit (the stored bytes as they are, README "Content coding"): its body against the identity
+ * A `br` hit (the stored bytes as they are, docs/clients.md#content-coding): its body against the identity
  * body (issue 11: "bytes on the wire ≤ 0.2× the identity body"), with the whole answers, headers
  * included, beside it; and its CPU per hit, no higher than an identity hit's (judged over 50 pages,
  * where both are measured in the same interleaved rounds).

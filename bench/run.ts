@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: what a cache hit costs, against the fastest answer Node gives on this machine
- * and against nginx's proxy_cache (README, "Benchmarks").
+ * and against nginx's proxy_cache (docs/benchmarks.md).
  *
  * It starts, as separate processes, `redis-server`, the sandbox system of record, two proxies
  * (`node dist/main.js` as shipped: token verification, permission check, the inbound limits

@@ -1,5 +1,5 @@
 /**
- * The sandbox system of record (README, "The sandbox system of record"): a faithful implementation of the seed for the embedded
+ * The sandbox system of record (docs/sandbox.md): a faithful implementation of the seed for the embedded
  * default, the tests, the benchmarks and the load tests. It verifies tokens and permissions with
  * the proxy's own rules, scopes every answer to the token's company, pages by keyset exactly as the
  * seed says, answers 429 above its rate, and, when `control` is on, exposes a fault switch, the
