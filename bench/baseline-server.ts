@@ -1,7 +1,7 @@
 /**
  * The benchmark's baseline: the fastest answer Node gives on this machine. A bare `node:http`
  * server that looks the request target up in a map of precomputed page bytes and writes them with
- * two headers: no parsing of the query, no auth, no log (README, "Benchmarks").
+ * two headers: no parsing of the query, no auth, no log (docs/benchmarks.md).
  *
  * It also serves as the origin of the bench's nginx anchor: `GET /__baseline/served` answers how
  * many pages it has served (checked only once a path is not a page, so the hit path pays nothing),

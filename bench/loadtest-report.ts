@@ -2,7 +2,7 @@
  * The load test's report for people: one self-contained HTML file (inline SVG, inline styles, no
  * script, nothing fetched) next to the run's JSON, with the topology it ran, the totals, latency
  * percentiles, throughput, hit ratio and upstream calls over time, and the statuses. Also the
- * Markdown lines the README's "Load test" section takes verbatim.
+ * Markdown lines docs/load-test.md takes verbatim.
  */
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -36,7 +36,7 @@ export interface LoadtestReport {
 
 const percent = (ratio: number | undefined): string => (ratio === undefined ? 'n/a' : `${(ratio * 100).toFixed(1)}%`);
 
-/** The README's lines: the stamp, and the totals as a two-column table. */
+/** The lines for docs/load-test.md: the stamp, and the totals as a two-column table. */
 export function loadtestMarkdown(report: LoadtestReport): string[] {
   const { result } = report;
   const statuses = Object.entries(result.statusCodes)

@@ -1,6 +1,6 @@
 /**
  * `npm run loadtest`: the topology of `docker-compose.yml` as local processes, for machines
- * without Docker (README, "Load test"). The same services, the same commands, the same config
+ * without Docker (docs/load-test.md). The same services, the same commands, the same config
  * file (`config/loadtest.yaml`) and the same load generator:
  *
  *   redis          redis-server (no persistence) on a free port; or, with LOADTEST_REDIS=cluster,
@@ -12,7 +12,7 @@
  *   loadgen        bench/loadgen.ts, in this process: a line per second, then the totals
  *
  * It then writes the run's JSON and a self-contained HTML report (charts over time, statuses, the
- * topology) to LOADTEST_REPORT_DIR, and prints the README's Markdown lines.
+ * topology) to LOADTEST_REPORT_DIR, and prints the Markdown lines for docs/load-test.md.
  *
  * Settings: LOADTEST_REPLICAS (3, as docker-compose), LOADTEST_SECONDS (10), LOADTEST_CONNECTIONS
  * (32), LOADTEST_REDIS (single | cluster), LOADTEST_REPORT_DIR (loadtest-report). Everything it
@@ -21,7 +21,7 @@
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { envChoice, envInt, envText } from './lib/env.js';
-import { readmeBlock, runStamp, say } from './lib/format.js';
+import { LOAD_TEST_DOC, docsBlock, runStamp, say } from './lib/format.js';
 import { launch, runProgram } from './lib/processes.js';
 import {
   type RedisTopology,
@@ -117,7 +117,7 @@ async function main(): Promise<number> {
   say(`report: ${files.html}`);
   say(`        ${files.json}`);
   say();
-  for (const line of readmeBlock('Load test', loadtestMarkdown(report))) say(line);
+  for (const line of docsBlock(LOAD_TEST_DOC, loadtestMarkdown(report))) say(line);
   say(`LOADTEST_RESULT ${JSON.stringify({ ...result, redis: redis.mode, report: files.html })}`);
   return 0;
 }

@@ -1,7 +1,7 @@
 /**
- * The end of `npm run bench`: the targets with their verdicts, and the Markdown the README's
- * "Benchmarks" section takes verbatim (a stamp line with the command, the date and the machine,
- * the figures per target, the targets table), so the README's figures are always one run's.
+ * The end of `npm run bench`: the targets with their verdicts, and the Markdown that
+ * docs/benchmarks.md takes verbatim (a stamp line with the command, the date and the machine,
+ * the figures per target, the targets table), so the figures there are always one run's.
  */
 import { fmt, fmtInt, markdownTable, verdict } from './lib/format.js';
 import type { Summary } from './lib/rounds.js';
@@ -59,7 +59,7 @@ export interface VerdictInput {
 }
 
 /**
- * A `br` hit (the stored bytes as they are, README "Content coding"): its body against the identity
+ * A `br` hit (the stored bytes as they are, docs/clients.md#content-coding): its body against the identity
  * body (issue 11: "bytes on the wire ≤ 0.2× the identity body"), with the whole answers, headers
  * included, beside it; and its CPU per hit, no higher than an identity hit's (judged over 50 pages,
  * where both are measured in the same interleaved rounds).
@@ -133,7 +133,7 @@ export function verdicts(input: VerdictInput): Verdict[] {
   ];
 }
 
-/** The figures table's header: the README test holds the README's copy to this. */
+/** The figures table's header: a test holds the copy in docs/benchmarks.md to this. */
 export const FIGURES_HEADER = [
   'target',
   'req/s, 50 pages',
@@ -185,7 +185,7 @@ export interface Disturbance {
   readonly rounds: number;
 }
 
-/** The README's lines: stamp, figures, a warning when the machine was busy, targets. */
+/** The lines for docs/benchmarks.md: stamp, figures, a warning when the machine was busy, targets. */
 export function benchMarkdown(
   stamp: string,
   rows: readonly TargetFigures[],

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: what a cache hit costs, against the fastest answer Node gives on this machine
- * and against nginx's proxy_cache (README, "Benchmarks").
+ * and against nginx's proxy_cache (docs/benchmarks.md).
  *
  * It starts, as separate processes, `redis-server`, the sandbox system of record, two proxies
  * (`node dist/main.js` as shipped: token verification, permission check, the inbound limits
@@ -17,7 +17,7 @@
  *   many credentials  250,000 distinct tokens on one cached page, in batches (bench/phases/many-credentials.ts)
  *   breakdown    a hit's microseconds in process, step by step of the request flow (bench/hit-breakdown.ts)
  *
- * and prints the targets with their verdicts, the Markdown lines for the README, and a
+ * and prints the targets with their verdicts, the Markdown lines for docs/benchmarks.md, and a
  * `BENCH_RESULT {json}` line. Servers run on CPU 0, everything else on CPU 1 (taskset). The exit
  * code is non-zero only when something failed to run; a missed target is a verdict.
  *
@@ -34,7 +34,7 @@ import { RESOURCE_NAMES } from '../src/catalog/resources.js';
 import { mintDevToken } from '../src/dev/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
 import { envInt, envText } from './lib/env.js';
-import { fmt, fmtInt, readmeBlock, runStamp, say } from './lib/format.js';
+import { BENCHMARKS_DOC, docsBlock, fmt, fmtInt, runStamp, say } from './lib/format.js';
 import { sandboxStats } from './lib/http.js';
 import { closedLoopGenerator } from './lib/load/generators.js';
 import { findNginx, startNginxCache, warmNginx } from './lib/nginx.js';
@@ -255,7 +255,7 @@ async function bench(): Promise<number> {
   });
   await stop(redis.launched);
 
-  // ── targets and the README's lines ──
+  // ── targets and the lines for docs/benchmarks.md ──
   const figuresOf = (name: string): TargetFigures | undefined => {
     const own = hits.get(name);
     const base = hits.get(BARE);
@@ -314,8 +314,8 @@ async function bench(): Promise<number> {
     busyRounds: hitRounds.filter((r) => !(r.serverCpuPct >= BUSY_SERVER_CPU_PCT)).length,
     rounds: hitRounds.length,
   };
-  for (const line of readmeBlock(
-    'Benchmarks',
+  for (const line of docsBlock(
+    BENCHMARKS_DOC,
     benchMarkdown(runStamp('npm run bench', stampDetails), rows, list, disturbance),
   ))
     say(line);

@@ -65,7 +65,7 @@ export interface ProxyAppOptions {
   /** Node's process metrics on `/metrics` (default on). */
   readonly processMetrics?: boolean;
   /**
-   * OpenTelemetry spans for the data plane (README "Tracing"), made by src/observability/
+   * OpenTelemetry spans for the data plane (docs/operations.md#tracing), made by src/observability/
    * tracing-sdk.ts when an OTLP endpoint is configured; `undefined`: tracing is off.
    */
   readonly tracing?: Tracing | undefined;
@@ -201,7 +201,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const { config, logger } = options;
   /** The one clock every part that reads the time is given. */
   const now = options.now ?? Date.now;
-  // No log line may hold the admin token, wherever a client puts it (README, "Logs").
+  // No log line may hold the admin token, wherever a client puts it (docs/operations.md#logs).
   if (options.adminToken !== undefined) registerSecret(options.adminToken);
 
   // ── shared infrastructure ──
@@ -255,7 +255,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   });
 
   // ── authenticate: a verified token, not revoked ──
-  // Unread since the start: refused, unless the operator chose to serve (README, "Scaling out").
+  // Unread since the start: refused, unless the operator chose to serve (docs/scaling-out.md#the-operator-state-and-what-survives-what).
   const lists = accessListsOver(
     control.state,
     now,
@@ -331,8 +331,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     },
   });
   const origin = guardOrigin(createUpstreamOrigin(upstream), {
-    // An upstream 401 for a token the proxy accepted revokes it in the proxy too (README,
-    // "Credentials and permissions").
+    // An upstream 401 for a token the proxy accepted revokes it in the proxy too
+    // (docs/credentials.md).
     onUpstreamUnauthorized: ({ principal }) => {
       const { kind, value } = tokenRevocation(principal);
       void control.revoke(kind, value, principal.expiresAt).then((sharedNow) => {
@@ -398,7 +398,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const httpLog = createHttpLog(logger);
   const fallback = createFallbackApp(passthrough?.handler, httpLog);
   const serverLogs = { httpLog, requestLog };
-  /** Starting until both ports listen; draining from the first step of `close` (README, "Operations"). */
+  /** Starting until both ports listen; draining from the first step of `close` (docs/operations.md#reload-start-and-shutdown). */
   let phase: Phase = 'starting';
   /** Set by `close` before its delay: readiness fails while the client port still serves. */
   let leaving = false;
@@ -427,7 +427,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           if (leaving) return 'draining';
           if (phase === 'ready' && !lists.areKnown()) return 'unconfirmed';
           // Opt-in (control.maxStaleness): a replica that cannot confirm its operator state leaves
-          // the load balancer to the replicas that can (README, "Scaling out").
+          // the load balancer to the replicas that can (docs/scaling-out.md#the-operator-state-and-what-survives-what).
           const { ageMs } = control.status();
           const maxStaleness = currentConfig.control.maxStaleness;
           return phase === 'ready' && maxStaleness > 0 && ageMs !== undefined && ageMs > maxStaleness * 1000
@@ -498,7 +498,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     reload(file) {
       const changed = changedPaths(currentConfig, file);
       // The cache policies (run-time overrides stay on top), and the upstream budget's limits for
-      // this replica's calls (every replica reloads the same file: README, "Limits").
+      // this replica's calls (every replica reloads the same file: docs/limits.md#the-upstream-budget).
       policies.setConfig(file.cache);
       if (
         file.upstream.maxConcurrent !== currentConfig.upstream.maxConcurrent ||

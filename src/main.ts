@@ -30,7 +30,7 @@ const PROXY_COMMAND: Command = {
     'usage: node dist/main.js [--help] [--version]      (npm start builds, then runs this)',
     '',
     'Runs slab-ops-proxy: the caching read proxy on PORT and its admin port on ADMIN_PORT. It takes no',
-    'arguments; the environment and the config file set everything (README, "Configuration"):',
+    'arguments; the environment and the config file set everything (docs/configuration.md):',
     '  PORT (8080), HOST (0.0.0.0)            the client port and its bind address',
     '  ADMIN_PORT (9090)                      /healthz, /readyz, /metrics',
     '  ADMIN_TOKEN                            enables the operator API (/admin/*) behind this bearer token',
@@ -85,7 +85,7 @@ async function main(): Promise<void> {
     fail(`UPSTREAM_URL is set, so tokens must be verified with a real key: set ${KEY_VARIABLES}.`);
   }
 
-  // Only with an OTLP endpoint: otherwise the SDK is never loaded (README "Tracing").
+  // Only with an OTLP endpoint: otherwise the SDK is never loaded (docs/operations.md#tracing).
   let tracing: TracingRuntime | undefined;
   if (config.env.tracing !== undefined) {
     try {

@@ -1,6 +1,6 @@
 /**
  * Printing figures: numbers, verdicts, aligned text tables for the console, and the Markdown
- * the README takes verbatim (README, "Benchmarks" and "Load test": the figures there are pasted
+ * the docs take verbatim (docs/benchmarks.md and docs/load-test.md: the figures there are pasted
  * from these lines, stamped with the command and the date, so they cannot drift from a run).
  */
 import { cpus } from 'node:os';
@@ -71,11 +71,11 @@ export function runStamp(command: string, details: readonly string[] = [], when:
   ].join(', ');
 }
 
-/** The block a person pastes into the README: fenced by two marker lines that say so. */
-export function readmeBlock(section: string, lines: readonly string[]): string[] {
-  return [
-    `── paste into the README's "${section}" section ──`,
-    ...lines,
-    `── end of the README's "${section}" lines ──`,
-  ];
+/** Where `npm run bench` and `npm run loadtest` figures are pasted (a test holds each to the format). */
+export const BENCHMARKS_DOC = 'docs/benchmarks.md';
+export const LOAD_TEST_DOC = 'docs/load-test.md';
+
+/** The block a person pastes into a page of the docs: fenced by two marker lines that say so. */
+export function docsBlock(file: string, lines: readonly string[]): string[] {
+  return [`── paste into ${file} ──`, ...lines, `── end of the lines for ${file} ──`];
 }

@@ -1,5 +1,5 @@
 /**
- * What tracing costs on the hit path (README "Tracing"): the real data plane (`createDataPlane`,
+ * What tracing costs on the hit path (docs/operations.md#tracing): the real data plane (`createDataPlane`,
  * the real authenticator, limits, read service and answer writer; the request log to /dev/null as
  * shipped) serving cache hits from the in-process store, in this process, with fake sockets, in
  * interleaved rounds of:

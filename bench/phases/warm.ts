@@ -124,7 +124,7 @@ export interface BodyBytes {
 /**
  * Each page once more with `Accept-Encoding: br`: the stored brotli bytes must come as they are
  * (`Content-Encoding: br`) and decode to the identity body; their mean size is the `br` verdict's
- * body figure (README, "Content coding").
+ * body figure (docs/clients.md#content-coding).
  */
 export async function brBodies(
   proxyUrl: string,

@@ -1,5 +1,5 @@
 /**
- * The seam for revocations and blocks (README, "Credentials and permissions"): what authentication
+ * The seam for revocations and blocks (docs/credentials.md): what authentication
  * and authorisation ask, on every request, cache hits included. The answers come from the operator
  * state (src/control/), which owns the lists; this side only reads them.
  */

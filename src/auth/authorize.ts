@@ -1,5 +1,5 @@
 /**
- * Authorisation (seed §5, README, "Credentials and permissions"): `view_slab` plus the resource's permission, held by the
+ * Authorisation (seed §5, docs/credentials.md): `view_slab` plus the resource's permission, held by the
  * credential and, when an employee is involved, by the employee too; the token's scope and plan
  * modules when present; company and employee blocks. Pure apart from the block lists.
  */

@@ -24,7 +24,7 @@ export const DEFAULT_CLAIM_NAMES: ClaimNames = {
   modules: 'modules',
 };
 
-/** README, "Credentials and permissions": a positive integer, or 1–64 characters of `[A-Za-z0-9_-]`. */
+/** docs/credentials.md: a positive integer, or 1–64 characters of `[A-Za-z0-9_-]`. */
 const TENANT_TEXT = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** A company or employee id as text (the other spelling is a positive integer). */

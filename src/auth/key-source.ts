@@ -1,5 +1,5 @@
 /**
- * Where verification keys come from (README, "Credentials and permissions"): a remote JWKS, one public key (PEM or JWK), or an
+ * Where verification keys come from (docs/credentials.md): a remote JWKS, one public key (PEM or JWK), or an
  * HMAC secret. Algorithms are pinned here, from the key type unless `JWT_ALGORITHMS` says otherwise,
  * and a combination that would allow algorithm confusion (`none`, HS* with a public key) stops the
  * start: the factory fails fast, naming the option (the jose pattern).

@@ -1,4 +1,4 @@
-/** The verified identity behind a request, built from validated claims (README, "Credentials and permissions"). */
+/** The verified identity behind a request, built from validated claims (docs/credentials.md). */
 export interface Principal {
   /** The tenant, in its canonical text form: every cache key and limit is scoped by it. */
   readonly company: string;
@@ -23,7 +23,7 @@ export interface Principal {
 
 /**
  * How one token is revoked when the system of record refuses it (an upstream 401 for a token the
- * proxy accepted, README "Credentials and permissions"): by its `jti` when it has one — every copy
+ * proxy accepted, docs/credentials.md): by its `jti` when it has one — every copy
  * of the token, whatever its spelling — else by its digest.
  */
 export function tokenRevocation(principal: Principal): { readonly kind: 'jti' | 'digest'; readonly value: string } {

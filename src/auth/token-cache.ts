@@ -2,7 +2,7 @@
  * A bounded in-process cache of verified tokens, so that a cache hit does not pay for signature
  * verification (50–100 µs, docs/architecture.md#jose). Keyed by a SHA-256 digest of the token, never the token;
  * entries live until min(exp, 60 s); failures are never cached, so a revoked key or a fixed clock
- * takes effect at once. Process memory only, never Redis (README, "Credentials and permissions").
+ * takes effect at once. Process memory only, never Redis (docs/credentials.md).
  */
 import { RecentMap } from '../platform/recent-map.js';
 import type { Principal } from './principal.js';

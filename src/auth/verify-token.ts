@@ -1,5 +1,5 @@
 /**
- * Token verification (README, "Credentials and permissions"): size and shape checks before any crypto, jose with pinned
+ * Token verification (docs/credentials.md): size and shape checks before any crypto, jose with pinned
  * algorithms, required `exp`, issuer and audience when configured, clock tolerance, then claim
  * validation into a `Principal`. Every failure is an `UnauthenticatedError` with an internal reason;
  * no jose message or payload ever leaves this module (jose errors carry the claims, docs/architecture.md#jose).
@@ -12,7 +12,7 @@ import { type KeySourceOptions, createVerificationKey } from './key-source.js';
 import type { Principal } from './principal.js';
 import { VerifiedTokenCache } from './token-cache.js';
 
-/** Tokens longer than this are refused before any parsing (README, "Credentials and permissions"). */
+/** Tokens longer than this are refused before any parsing (docs/credentials.md). */
 export const MAX_TOKEN_BYTES = 8 * 1024;
 const JWS_COMPACT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 

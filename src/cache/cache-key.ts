@@ -1,5 +1,5 @@
 /**
- * Cache keys (README, "The cache"), pure. A key names one canonical read for one tenant partition:
+ * Cache keys (docs/cache.md), pure. A key names one canonical read for one tenant partition:
  *
  *   <prefix>:{<company>:<resource>}:<partition>:<kind>:<canonical query or id>
  *

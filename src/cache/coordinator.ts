@@ -1,5 +1,5 @@
 /**
- * Cluster-wide request coalescing (README, "The cache"). Within a process the read service keeps one fetch
+ * Cluster-wide request coalescing (docs/cache.md). Within a process the read service keeps one fetch
  * per key; across replicas a short Redis lease elects one fetcher, and the others wait for its
  * fill: a pub/sub announcement (one channel, one subscription per process), with a poll of the
  * lease as the fallback for a lost message or a leader that died. Waits are bounded; then the

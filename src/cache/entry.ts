@@ -1,5 +1,5 @@
 /**
- * Cache entries and their stored form (README, "The cache", after Kong's versioned entries): status,
+ * Cache entries and their stored form (docs/cache.md, after Kong's versioned entries): status,
  * content type, strong ETag, stored-at, fresh-until, keep-until ("fresh for" apart from "kept for"),
  * the purge generation it was filled under, and the body, brotli-compressed when that is smaller.
  * A corrupt, truncated or other-version entry decodes to `undefined`: a miss that the next fill
@@ -7,7 +7,7 @@
  *
  * The compressed body is compressed once, when the entry is made, and kept beside the decoded one
  * (`brotli`): it is what the store keeps, and what a client that accepts `br` is sent as it is
- * (README "Content coding"), so neither a save nor a `br` hit compresses anything.
+ * (docs/clients.md#content-coding), so neither a save nor a `br` hit compresses anything.
  *
  * Layout: [u8 version][u8 flags][u32 header length][header JSON][body]
  */

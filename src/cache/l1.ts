@@ -1,5 +1,5 @@
 /**
- * The L1 (README, "The cache"): an in-process store of the hottest decoded entries in front of Redis, bounded
+ * The L1 (docs/cache.md): an in-process store of the hottest decoded entries in front of Redis, bounded
  * by bytes, each entry kept for a short time (1 s by default). It never serves across a purge: an
  * entry is used only while its generation is the group's generation last seen in Redis (every
  * lookup refreshes that) or announced by a purge.

@@ -1,5 +1,5 @@
 /**
- * Per-resource cache policy (README, "The cache"): the config's defaults, each resource's overrides,
+ * Per-resource cache policy (docs/cache.md): the config's defaults, each resource's overrides,
  * and the run-time overrides of the operator API, which their owner (the operator state) pushes
  * here with their value whenever they change. Every read of a policy goes through `policyFor`, so
  * a run-time change applies to the next request.
@@ -7,7 +7,7 @@
 import { POLICY_DURATIONS, type PolicyDurations, type SomePolicyDurations } from '../catalog/policy-durations.js';
 import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
 
-/** Who shares an entry (README, "The cache"): a company, an employee of it, or one credential. */
+/** Who shares an entry (docs/cache.md): a company, an employee of it, or one credential. */
 export const PARTITIONS = ['company', 'employee', 'credential'] as const;
 export type Partition = (typeof PARTITIONS)[number];
 

@@ -1,5 +1,5 @@
 /**
- * Purges reaching every replica (README, "Operations"): the store's new generation already makes
+ * Purges reaching every replica (docs/operations.md#the-operator-api): the store's new generation already makes
  * the purged entries misses in Redis; this tells the other replicas to drop their L1 copies at once
  * rather than within `cache.l1.ttl`. The read service announces its own purges and subscribes to
  * them (as Kong's proxy-cache does): nobody else fans them out.

@@ -172,7 +172,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
 
   /**
    * Freshness under the policy in force now, not the one at storing time: a run-time TTL override
-   * applies to pages already cached too (README, "Operations"). Never past what was stored for it, since the
+   * applies to pages already cached too (docs/operations.md#the-operator-api). Never past what was stored for it, since the
    * store keeps an entry only until its keep-until.
    */
   function withPolicy(entry: CacheEntry, policy: EffectivePolicy): CacheEntry {
@@ -509,7 +509,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
         }
       }
 
-      /** A failure, or a 429 (README, "Limits"), is answered with the stale copy while staleIfError allows. */
+      /** A failure, or a 429 (docs/limits.md#the-upstream-guard), is answered with the stale copy while staleIfError allows. */
       const failed = (failure: OriginFailure): ReadOutcome | ProxyError =>
         staleIfError(current, policy, failure.fwdStatus, failure.upstreamMs) ?? failure.error;
       const passOn = (answer: OriginAnswer): ReadOutcome =>
@@ -546,7 +546,7 @@ export function createReadService(options: ReadServiceOptions): ReadService {
         if (result.kind === 'failure') return failed(result.outcome);
         if (result.kind === 'private' && leader) return passOn(result.answer);
         // The leader's 401/403/429 was its own, or a background refresh stood down: this request
-        // tries again with its own token (README, "The cache"), leading or joining the next fill.
+        // tries again with its own token (docs/cache.md), leading or joining the next fill.
         if (attempt + 1 < MAX_JOIN_ATTEMPTS) continue;
         const own = await fetch(request);
         return own.kind === 'failure' ? failed(own) : passOn(own.answer);

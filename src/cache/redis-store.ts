@@ -1,5 +1,5 @@
 /**
- * The Redis store (README, "The cache"). A lookup is one MGET of the group's generation and the entry (one
+ * The Redis store (docs/cache.md). A lookup is one MGET of the group's generation and the entry (one
  * hash slot, one round trip, auto-pipelined); a save is one SET with PX until `keepUntil`; a purge
  * is one SET of a new generation. Every failure is a miss or a skipped save, never an error.
  */

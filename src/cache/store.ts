@@ -2,7 +2,7 @@
  * The `CacheStore` contract (after undici's): a small interface with two implementations, the
  * in-process store of the embedded default and the Redis store of production, both held to one
  * contract test suite. A store never throws: an unavailable store answers "nothing stored"
- * (`available: false`), and the read service fails open to the upstream (README, "The cache").
+ * (`available: false`), and the read service fails open to the upstream (docs/cache.md).
  */
 import type { CacheAddress, CacheGroup } from './cache-key.js';
 import type { CacheEntry } from './entry.js';

@@ -1,5 +1,5 @@
 /**
- * Value grammars of README, "What clients see". Every value from a client is matched against one of these before it
+ * Value grammars of docs/clients.md#resources. Every value from a client is matched against one of these before it
  * is converted or used; Number()/parseInt() would accept "1e2", " 5", "0x10" and "5abc" (docs/architecture.md#nodes-http-parser).
  */
 
@@ -61,7 +61,7 @@ export const GRAMMAR_DESCRIPTIONS: Readonly<Record<FilterGrammar, string>> = {
 };
 
 /**
- * README, "What clients see" assigns a grammar by the filter's name: `*_id` filters are identifiers, `active` is a
+ * docs/clients.md#resources assigns a grammar by the filter's name: `*_id` filters are identifiers, `active` is a
  * boolean, everything else is text. Deriving it keeps the catalog from stating it twice.
  */
 export function grammarForFilter(name: string): FilterGrammar {

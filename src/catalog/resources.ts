@@ -1,7 +1,8 @@
 /**
  * The one catalog of the thirteen resources of the seed (§2 and §5). Routing, query validation,
- * authorisation, the config schema and the README's table all derive from it. The sandbox system of
- * record keeps its own copy, written from the seed (docs/architecture.md#the-system-of-record-stands-apart).
+ * authorisation, the config schema and the docs' resource tables (docs/clients.md#resources) all
+ * derive from it. The sandbox system of record keeps its own copy, written from the seed
+ * (docs/architecture.md#the-system-of-record-stands-apart).
  */
 import { type FilterGrammar, grammarForFilter } from './grammar.js';
 
@@ -117,7 +118,7 @@ export const RESOURCE_NAMES: readonly ResourceName[] = RESOURCES.map((r) => r.na
 
 const BY_NAME: ReadonlyMap<string, ResourceDef> = new Map(RESOURCES.map((r) => [r.name, r]));
 
-/** Exact, case-sensitive lookup (README, "What clients see"): `Receipts` is not a resource. */
+/** Exact, case-sensitive lookup (docs/clients.md#request-rules): `Receipts` is not a resource. */
 export function findResource(name: string): ResourceDef | undefined {
   return BY_NAME.get(name);
 }

@@ -1,11 +1,12 @@
 /**
- * `npm run docs`: rewrites what is generated from the code: the README's tables (catalog and error
- * registry), the OpenAPI description of the client surface (`docs/openapi.json`) and the config
- * file's JSON Schema (`config/schema.json`). Tests check each one is current.
+ * `npm run docs`: rewrites what is generated from the code: the documentation's tables (catalog and
+ * error registry: docs/clients.md, and the README's resources by group), the OpenAPI description of
+ * the client surface (`docs/openapi.json`) and the config file's JSON Schema (`config/schema.json`).
+ * Tests check each one is current.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { renderReadme } from '../docs/readme-tables.js';
+import { GENERATED_TABLES, renderTables } from '../docs/doc-tables.js';
 import { OPENAPI_FILE, renderOpenApi } from '../docs/openapi.js';
 import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../docs/config-schema.js';
 
@@ -24,6 +25,6 @@ function refresh(file: string, render: (current: string) => string): void {
   process.stdout.write(next === current ? `${file} is up to date\n` : `${file} updated\n`);
 }
 
-refresh('README.md', renderReadme);
+for (const file of Object.keys(GENERATED_TABLES)) refresh(file, (current) => renderTables(file, current));
 refresh(OPENAPI_FILE, renderOpenApi);
 refresh(CONFIG_SCHEMA_FILE, renderConfigJsonSchema);

@@ -1,5 +1,5 @@
 /**
- * What `npm start` says once it serves (README "Operations"): the address, the admin port and
+ * What `npm start` says once it serves (docs/operations.md#reload-start-and-shutdown): the address, the admin port and
  * whether the operator API is on, the upstream, the cache store the app actually built (in-process,
  * Redis or Redis Cluster), the key source and where traces go. The embedded default prints it as text for a person;
  * a production start logs the same facts as one JSON line. Addresses are shown without userinfo
@@ -16,7 +16,7 @@ export interface StartFacts {
   readonly upstream: string;
   readonly store: string;
   readonly keys: string;
-  /** `off`, or where spans are exported (README "Tracing"). */
+  /** `off`, or where spans are exported (docs/operations.md#tracing). */
   readonly tracing: string;
 }
 

@@ -1,6 +1,6 @@
 /**
  * Loads the effective configuration: the built-in defaults, the operator's YAML file merged over
- * them key by key, and the environment (README, "Operations"). Every problem is a `ConfigError` naming the
+ * them key by key, and the environment (docs/configuration.md#environment). Every problem is a `ConfigError` naming the
  * key or variable, so a bad start says exactly what to fix.
  */
 import { readFileSync } from 'node:fs';
@@ -50,7 +50,7 @@ export interface EnvConfig {
   readonly drainSeconds: number;
   /** After `SIGTERM`, the client port keeps serving this long (with `/readyz` 503) before the drain. */
   readonly shutdownDelaySeconds: number;
-  /** OpenTelemetry tracing, on only when an OTLP endpoint is set (README "Tracing"). */
+  /** OpenTelemetry tracing, on only when an OTLP endpoint is set (docs/operations.md#tracing). */
   readonly tracing: TracingSettings | undefined;
 }
 
@@ -63,7 +63,7 @@ export interface Config {
 export const DEFAULT_CONFIG_FILE = packageFile('config/default.yaml');
 
 /**
- * Every environment variable the proxy reads (README, Configuration), in one place: `loadEnv`
+ * Every environment variable the proxy reads (docs/configuration.md#environment), in one place: `loadEnv`
  * reads through these names only, and the deployment tests check that manifests set no other.
  */
 export const ENV_VARIABLES = [

@@ -1,5 +1,5 @@
 /**
- * The config file's schema and built-in defaults (README, "Operations"). Strict: an unknown key or a bad value
+ * The config file's schema and built-in defaults (docs/configuration.md#config-file). Strict: an unknown key or a bad value
  * stops the start with a message naming the key. `config/default.yaml` shows these same defaults;
  * a test holds the two equal.
  */
@@ -81,7 +81,7 @@ export const configSchema = z.strictObject({
       openFor: z.number().positive().max(3600),
     }),
   }),
-  /** The operator state shared by every replica (README, "Scaling out"). */
+  /** The operator state shared by every replica (docs/scaling-out.md#the-operator-state-and-what-survives-what). */
   control: z.strictObject({
     /** How often a replica checks its operator state against Redis, seconds. */
     syncInterval: z.number().positive().max(60),

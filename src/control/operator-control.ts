@@ -21,8 +21,8 @@
  * failover to a replica that lagged, or a restored snapshot), this replica writes everything it
  * knows back, and so does every other; the merge is the union of what they knew. A change that
  * Redis could not take stays marked and is written at the next check that reaches Redis. Only a
- * restart of every replica *and* of a Redis without persistence can lose the state: the README says
- * how to keep it (a persistent Redis for operator state).
+ * restart of every replica *and* of a Redis without persistence can lose the state, and how to keep it
+ * (a persistent Redis for operator state) is in docs/scaling-out.md#the-operator-state-and-what-survives-what.
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';

@@ -99,7 +99,7 @@ function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: numbe
       // A replica whose master is unreachable may fail over however long it was disconnected.
       '--cluster-replica-validity-factor',
       '0',
-      // As the README asks of a cache's cluster: the masters that are up keep serving their slots
+      // As docs/scaling-out.md#a-redis-cluster asks of a cache's cluster: the masters that are up keep serving their slots
       // while one is failing over (with `yes`, every node answers CLUSTERDOWN meanwhile).
       '--cluster-require-full-coverage',
       'no',

@@ -28,7 +28,7 @@ type JsonObject = { readonly [key: string]: Json };
  * shorter lengths, then at each digit of the bound a smaller digit followed by any digits, then
  * the bound itself. JSON Schema cannot compare a string's numeric value, so the bound is spelled
  * out in the pattern: `^[1-9][0-9]{0,15}$` alone would admit ids above 2^53−1, which the proxy
- * refuses (README, Request rules).
+ * refuses (docs/clients.md#request-rules).
  */
 export function positiveDecimalUpTo(bound: string): string {
   if (!/^[1-9][0-9]*$/.test(bound)) throw new TypeError(`not a positive decimal: ${bound}`);
@@ -50,7 +50,7 @@ export function positiveDecimalUpTo(bound: string): string {
 
 const SAFE_ID = positiveDecimalUpTo(String(Number.MAX_SAFE_INTEGER));
 
-/** Each value grammar (README, Resources) as an exact, anchored pattern. */
+/** Each value grammar (docs/clients.md#resources) as an exact, anchored pattern. */
 export const GRAMMAR_PATTERNS: Readonly<Record<FilterGrammar | 'cursor' | 'perPage', string>> = {
   id: `^(?:${SAFE_ID})$`,
   boolean: '^(?:true|false)$',
@@ -79,7 +79,7 @@ export function readCodesByStatus(): ReadonlyMap<number, readonly ErrorCode[]> {
   return byStatus;
 }
 
-/** Members some problems add (README, Errors). */
+/** Members some problems add (docs/clients.md#errors). */
 const PROBLEM_EXTRAS: Readonly<Partial<Record<ErrorCode, JsonObject>>> = {
   invalid_parameter: {
     required: ['parameter'],
@@ -105,7 +105,7 @@ const PROBLEM_EXTRAS: Readonly<Partial<Record<ErrorCode, JsonObject>>> = {
   },
 };
 
-/** Upstream answers passed on unchanged for these statuses (README, Errors). */
+/** Upstream answers passed on unchanged for these statuses (docs/clients.md#errors). */
 const UPSTREAM_PASSED_ON = new Set([401, 403, 404, 429]);
 
 const HEADERS: Readonly<Record<string, JsonObject>> = {

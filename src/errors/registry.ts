@@ -1,5 +1,5 @@
 /**
- * The one registry of the errors the proxy itself produces (README, "What clients see"), with their HTTP status.
+ * The one registry of the errors the proxy itself produces (docs/clients.md#errors), with their HTTP status.
  * A code is part of the client contract: never rename one.
  */
 export const ERROR_REGISTRY = {

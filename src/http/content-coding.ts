@@ -1,5 +1,5 @@
 /**
- * Content negotiation of a cached page's coding (RFC 9110 §12.5.3, README "Content coding"): the
+ * Content negotiation of a cached page's coding (RFC 9110 §12.5.3, docs/clients.md#content-coding): the
  * stored brotli bytes to a client that accepts `br`, a gzip body to one that accepts only `gzip`,
  * the upstream's identity bytes to everyone else, and never a coding the client did not accept.
  *

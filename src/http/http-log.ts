@@ -1,5 +1,5 @@
 /**
- * The request line of the Express planes (fallback and admin), with pino-http (README, "Operations"): the
+ * The request line of the Express planes (fallback and admin), with pino-http (docs/operations.md#logs): the
  * fields and names of the data plane's line where they apply (`createRequestLog`), so one query
  * reads both. What it leaves out is deliberate: no request headers at all (Authorization, Cookie,
  * and whatever a client invents), no `req.url` (redaction does not reach inside URLs: the query may

@@ -1,7 +1,7 @@
 /**
  * RFC 9457 problem details for every error the proxy produces, on both planes. The body holds the
  * registry's title, the error's client-facing detail and the request id: never a library message,
- * a key or a token (README, "What clients see").
+ * a key or a token (docs/clients.md#errors).
  */
 import type { ServerResponse } from 'node:http';
 import type { ProxyError } from '../errors/proxy-error.js';

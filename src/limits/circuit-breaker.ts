@@ -1,5 +1,5 @@
 /**
- * A circuit breaker on repeated upstream failure (README, "Limits", after Envoy's outlier ejection):
+ * A circuit breaker on repeated upstream failure (docs/limits.md#the-upstream-guard, after Envoy's outlier ejection):
  * `failures` failures in a row (refused, deadline, 5xx) open it for `openForMs`; meanwhile fetches
  * fail fast (the cache serves stale copies, others get 503). Then one half-open probe: success
  * closes it, failure opens it again. Per replica: each replica sees the upstream from where it is.

@@ -1,5 +1,5 @@
 /**
- * Inbound limits (README, "Limits"): per credential and per company, `points` per `duration` seconds,
+ * Inbound limits (docs/limits.md#inbound-limits): per credential and per company, `points` per `duration` seconds,
  * shared by every replica through Redis (rate-limiter-flexible: one key per client, atomic).
  * Points are leased: a replica reserves a small batch in one Redis call and spends it in process,
  * so most decisions are synchronous and cost no round trip (a Redis call per decision measured

@@ -1,6 +1,6 @@
 /**
  * A fixed-window counter in this process: the limiter of a single replica, and every replica's
- * fallback share while Redis is unavailable (README, "Limits"). Same window semantics as the shared
+ * fallback share while Redis is unavailable (docs/limits.md#inbound-limits). Same window semantics as the shared
  * limiter (rate-limiter-flexible's Redis script): a window opens with a key's first request and
  * lasts `duration`. Synchronous, so the hit path stays synchronous; bounded in keys.
  */

@@ -1,5 +1,5 @@
 /**
- * The upstream budget's arithmetic (README, "Limits"), in one place for both of its stores: the
+ * The upstream budget's arithmetic (docs/limits.md#the-upstream-budget), in one place for both of its stores: the
  * slots held now (each until it is released or its hold runs out), the starts of the last window,
  * and when the latest start is due. `SlotLedger` keeps it in this process; `src/limits/
  * shared-ledger.ts` runs the same rule in Redis, for every replica at once. One contract suite

@@ -1,5 +1,5 @@
 /**
- * The upstream budget (README, "Limits"): at most `upstream.maxConcurrent` requests in flight and
+ * The upstream budget (docs/limits.md#the-upstream-budget): at most `upstream.maxConcurrent` requests in flight and
  * `upstream.maxPerSecond` started in any one second, for all replicas together, so the proxy's
  * misses never push the system of record over its own limit; with the bound stated for each way
  * Redis can fail, and kept through them (issue 16; docs/architecture.md#the-upstream-budget).
@@ -30,7 +30,7 @@ export interface UpstreamBudgetOptions extends BudgetLimits {
   readonly holdMs: number;
   /**
    * Cut off from the shared ledger: `wait` (default) starts nothing until every slot it granted
-   * must be over; `share` keeps to this replica's share at once (README, "Limits").
+   * must be over; `share` keeps to this replica's share at once (docs/limits.md#the-upstream-budget).
    */
   readonly cutOff?: 'wait' | 'share';
   readonly redis?:

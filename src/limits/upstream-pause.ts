@@ -1,5 +1,5 @@
 /**
- * Pauses after an upstream 429 (README, "Limits"): the upstream's `Retry-After` stops upstream calls for
+ * Pauses after an upstream 429 (docs/limits.md#the-upstream-guard): the upstream's `Retry-After` stops upstream calls for
  * that company on every replica until it passes (a Redis key, mirrored in process; in process
  * only while Redis is unavailable). When it passes, one request probes (a Redis `SET NX` lease):
  * the others keep being told to wait until the probe succeeds, so a pause never ends in a storm.

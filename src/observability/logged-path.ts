@@ -1,6 +1,6 @@
 /**
  * The `path` of a request log line, in a form that cannot carry a token wherever a client puts
- * one (README "Logs"): never the query, and of the path only the segments that are short
+ * one (docs/operations.md#logs): never the query, and of the path only the segments that are short
  * lowercase words (`[a-z][a-z0-9._-]`, at most 24 characters). No JWT fits that grammar (each of
  * its segments is base64url of JSON, `eyJ…`, or a signature longer than 24 characters), nor does
  * a percent-escape; a word holding a configured secret (`holdsSecret`) is replaced too. Every other

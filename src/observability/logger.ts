@@ -1,5 +1,5 @@
 /**
- * The process logger (pino) and the one request line per API request (README, "Operations"). The line holds
+ * The process logger (pino) and the one request line per API request (docs/operations.md#logs). The line holds
  * the path in a form that cannot carry a token (`logged-path.ts`; redaction does not reach inside
  * URLs) and never a token: the redaction list covers every place a secret could sit in a logged
  * object.

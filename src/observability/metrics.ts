@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (README, "Operations"), with `prom-client`, served on the admin port's `/metrics`.
+ * Prometheus metrics (docs/operations.md#metrics), with `prom-client`, served on the admin port's `/metrics`.
  *
  * Labels are bounded by construction: a resource is one of the catalog's thirteen names (or
  * `other` for what the data plane does not take), a status is an HTTP status the proxy itself

@@ -1,5 +1,5 @@
 /**
- * What must never be written to a log, as far as text can tell (README "Logs"): a compact JOSE
+ * What must never be written to a log, as far as text can tell (docs/operations.md#logs): a compact JOSE
  * token (a JWS or JWE starts its first segment with `ey` or `ew`, base64url of a JSON object,
  * followed by a dot), and the secrets this process was configured with (the admin token),
  * registered once at start. Used where the log would otherwise echo client text that it does not

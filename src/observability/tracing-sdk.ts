@@ -1,6 +1,6 @@
 /**
  * The OpenTelemetry SDK behind the proxy's spans, started only when an OTLP endpoint is configured
- * (README "Tracing"). Everything here is loaded on demand (`import()`): a proxy without tracing
+ * (docs/operations.md#tracing). Everything here is loaded on demand (`import()`): a proxy without tracing
  * never loads the SDK, the exporter or even the OpenTelemetry API, and its request path holds an
  * `undefined` where the tracing would be.
  *

@@ -1,5 +1,5 @@
 /**
- * The proxy's spans (README "Tracing"), over the OpenTelemetry API: one SERVER span per data-plane
+ * The proxy's spans (docs/operations.md#tracing), over the OpenTelemetry API: one SERVER span per data-plane
  * request, a child for the store lookup, one for a coalesced wait, and a CLIENT span for the
  * upstream exchange, whose W3C `traceparent` (and the client's `tracestate`) go upstream so that the
  * system of record's spans join the trace.

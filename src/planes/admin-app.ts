@@ -1,5 +1,5 @@
 /**
- * The admin plane on `ADMIN_PORT` (README, "Operations"). Liveness, readiness, metrics and the
+ * The admin plane on `ADMIN_PORT` (docs/operations.md#the-operator-api). Liveness, readiness, metrics and the
  * client surface's OpenAPI description always; with `ADMIN_TOKEN` set, the operator API behind a
  * bearer token compared in constant time: the effective settings, run-time TTL overrides, purges,
  * revocations and blocks, each shared with every replica, and the lists of what is in force.
@@ -90,7 +90,7 @@ function tokenMatches(header: string | undefined, expected: Buffer): boolean {
   return match?.[1] !== undefined && timingSafeEqual(digest(match[1]), expected);
 }
 
-/** A company or employee id in a path: the claims' grammar (README, "Credentials and permissions"). */
+/** A company or employee id in a path: the claims' grammar (docs/credentials.md). */
 function companyOf(value: string): string | undefined {
   return isTenantText(value) ? value : undefined;
 }
@@ -155,7 +155,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
     res.status(200).set('content-type', METRICS_CONTENT_TYPE).set('cache-control', 'no-store').send(text);
   });
 
-  // The client surface's OpenAPI description (README, What clients see), public like /metrics.
+  // The client surface's OpenAPI description (docs/clients.md), public like /metrics.
   const openApi = renderOpenApi();
   app.get('/openapi.json', function openApiDescription(_req: Request, res: Response) {
     res

@@ -10,7 +10,7 @@ import type { HttpLog } from '../http/http-log.js';
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
 
-/** `log`: the request line (README, "Operations"); first, so that every answer below gets one. */
+/** `log`: the request line (docs/operations.md#logs); first, so that every answer below gets one. */
 export function createFallbackApp(passthrough: RequestHandler | undefined, log?: HttpLog): Express {
   const app = express();
   app.disable('x-powered-by');

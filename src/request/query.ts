@@ -1,5 +1,5 @@
 /**
- * Query parsing and canonicalisation (README, "What clients see"). Pure: the canonical query built here is what the
+ * Query parsing and canonicalisation (docs/clients.md#request-rules). Pure: the canonical query built here is what the
  * cache keys and what the upstream receives, so a parameter reaches the upstream only after it has
  * been validated here, and only in the single encoding produced here.
  *

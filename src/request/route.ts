@@ -1,7 +1,7 @@
 /**
  * Resolves the path under the API prefix to one of the 26 reads: `<resource>` (list) or
  * `<resource>/<id>` (one record). Names are exact and case-sensitive; the path is not
- * percent-decoded, so `receipt%73` is not `receipts` (README, "What clients see").
+ * percent-decoded, so `receipt%73` is not `receipts` (docs/clients.md#request-rules).
  */
 import { type ResourceDef, findResource } from '../catalog/resources.js';
 import { isPositiveId } from '../catalog/grammar.js';

@@ -4,7 +4,7 @@
  *
  * 1. its token scope, if it has one, includes `operations:read`, and its plan modules, if it names
  *    them, include `slab` (seed §7: "the token scope … or plan/module access"; the names are the
- *    contract's defaults, README, "Credentials and permissions");
+ *    contract's defaults, docs/credentials.md);
  * 2. it holds `view_slab` plus the resource's own permission (seed §5.3 and its table, in
  *    `resources.ts`);
  * 3. where an employee is involved, the employee's current permissions hold both as well (seed §5.3:

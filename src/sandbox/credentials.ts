@@ -1,6 +1,6 @@
 /**
  * The sandbox's own reading of the operational credential, written from the specification (seed §5
- * and §7) and the contract's claim names (README, "Credentials and permissions"), never from the
+ * and §7) and the contract's claim names (docs/credentials.md), never from the
  * proxy's auth code:
  *
  * - seed §5.1: the credential is a bearer token in the `Authorization` header; the scheme is
@@ -37,7 +37,7 @@ export type SandboxKeys =
       readonly timeoutMs?: number;
     };
 
-/** The claim names (README, "Credentials and permissions"; an operator may rename them). */
+/** The claim names (docs/credentials.md; an operator may rename them). */
 export interface SandboxClaimNames {
   readonly company: string;
   readonly permissions: string;

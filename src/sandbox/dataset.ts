@@ -1,5 +1,5 @@
 /**
- * The sandbox's deterministic data (README, "The sandbox system of record"): several companies, every resource populated in
+ * The sandbox's deterministic data (docs/sandbox.md): several companies, every resource populated in
  * every company, one resource with several hundred records in one company, related ids that point
  * at real records, filter values that vary (including text that needs percent-encoding), ids
  * unique across companies and resources, ordered by id. The same seed always gives the same bytes.
@@ -13,7 +13,7 @@ export type SandboxRecord = Readonly<Record<string, string | number | boolean | 
 
 export type Dataset = ReadonlyMap<ResourceName, readonly SandboxRecord[]>;
 
-/** Numeric tenants and one text tenant: claims may type a company either way (README, "Credentials and permissions"). */
+/** Numeric tenants and one text tenant: claims may type a company either way (docs/credentials.md). */
 export const SANDBOX_COMPANIES: readonly (string | number)[] = [1, 2, 3, 'globex'];
 
 /** Company 1's movements: enough pages to walk (several hundred records). */

@@ -1,5 +1,5 @@
 /**
- * The sandbox's fault switch (README, "The sandbox system of record"), for tests only: latency, an error status, a malformed or
+ * The sandbox's fault switch (docs/sandbox.md), for tests only: latency, an error status, a malformed or
  * truncated body, and refusal. A fault may be limited to one resource and to its next N requests.
  */
 import { type ResourceName, isResourceName } from './resources.js';

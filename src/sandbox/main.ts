@@ -26,7 +26,7 @@ const SANDBOX_COMMAND: Command = {
   usage: [
     'usage: node dist/sandbox/main.js [--help] [--version]      (npm run sandbox builds, then runs this)',
     '',
-    'Runs the sandbox system of record (README, "The sandbox system of record"). It takes no',
+    'Runs the sandbox system of record (docs/sandbox.md). It takes no',
     'arguments; the environment sets everything:',
     '  SANDBOX_PORT (8081), SANDBOX_HOST (127.0.0.1)   where it listens',
     '  SANDBOX_RATE_LIMIT (1000)                       requests per second before its own 429; 0: off',

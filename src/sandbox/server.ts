@@ -1,5 +1,5 @@
 /**
- * The sandbox system of record (README, "The sandbox system of record"): a faithful implementation of the seed for the embedded
+ * The sandbox system of record (docs/sandbox.md): a faithful implementation of the seed for the embedded
  * default, the tests, the benchmarks and the load tests. The tests judge the proxy against it, so it
  * implements the upstream API's rules on its own, written from the specification (the seed) alone and
  * nothing taken from the proxy's auth, request or catalog code, so that a mistake there is not made

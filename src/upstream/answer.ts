@@ -1,5 +1,5 @@
 /**
- * What an upstream answer means for the client (README, "What clients see"): a usable 200, a 4xx to pass through
+ * What an upstream answer means for the client (docs/clients.md#errors): a usable 200, a 4xx to pass through
  * as the upstream sent it, or a bad gateway. A 200 must be a JSON object, and a list page must have
  * a `data` array and a `meta` object: anything else would be stored and served as if it were data.
  */

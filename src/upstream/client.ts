@@ -1,5 +1,5 @@
 /**
- * The upstream client (README, "Limits"): an undici keep-alive pool to `UPSTREAM_URL` that sends only the
+ * The upstream client (docs/limits.md#the-upstream-guard): an undici keep-alive pool to `UPSTREAM_URL` that sends only the
  * canonical target and the allowed headers, with connect, header and whole-request deadlines and a
  * body size cap. It returns the upstream's answer as bytes or a typed failure; deciding what the
  * client sees is the caller's job.
@@ -51,7 +51,7 @@ export interface UpstreamRequest {
   readonly token: string;
   readonly requestId: string;
   /**
-   * W3C Trace Context for the upstream's spans (README "Tracing"), only while tracing is on: the
+   * W3C Trace Context for the upstream's spans (docs/operations.md#tracing), only while tracing is on: the
    * request then carries `traceparent` and, when the client sent one, `tracestate` as well.
    */
   readonly trace?: TraceFields | undefined;

@@ -1,5 +1,5 @@
 /**
- * The upstream guard around each fetch (README, "Limits"): the circuit breaker and the company's 429
+ * The upstream guard around each fetch (docs/limits.md#the-upstream-guard): the circuit breaker and the company's 429
  * pause decide first, and answer fast when the upstream must be left alone: a failure the cache
  * turns into a stale copy when it has one (`fwd-status=503` or `429`), else 503 or 429 with
  * `Retry-After`. Then the upstream budget gives the request a slot (cluster-wide concurrency and

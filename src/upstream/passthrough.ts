@@ -1,5 +1,5 @@
 /**
- * The opt-in pass-through (`upstream.passthrough: true`, README, "Limits"): every request that is not one
+ * The opt-in pass-through (`upstream.passthrough: true`, docs/configuration.md#pass-through): every request that is not one
  * of the 26 cacheable reads goes to the upstream untouched, for clients that use the proxy as their
  * only base URL. http-proxy-middleware is good at exactly this; it is kept off the data plane
  * because it can neither coalesce nor cap a body it reads (docs/architecture.md#http-proxy-middleware).

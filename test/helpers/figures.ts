@@ -1,5 +1,5 @@
 /**
- * Figures a system suite measured, for the closing note and the README: appended as JSON lines to
+ * Figures a system suite measured, for the closing note and the docs: appended as JSON lines to
  * `$FIGURES_FILE` when it is set (nothing otherwise). The suites assert their targets themselves;
  * this only keeps the numbers they saw. `SCALE_SECONDS` lengthens the measured runs (default short,
  * for CI).

@@ -22,8 +22,9 @@ export interface RedisServer {
 
 export interface RedisServerOptions {
   /**
-   * Persistence: an append-only file in this directory, written on every command (as the README
-   * asks for the operator state's Redis), so that a kill and a restart lose nothing.
+   * Persistence: an append-only file in this directory, written on every command (as the operator state's
+   * Redis should be: docs/scaling-out.md#the-operator-state-and-what-survives-what), so that a kill and a
+   * restart lose nothing.
    */
   readonly appendOnlyDir?: string;
 }

@@ -135,7 +135,7 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
     const again = await getWithToken(proxy.url, target, bearer);
     expect(again.body.equals(mine.body)).toBe(true);
     expect(cacheStatus(again)).toMatch(/^slab-proxy; hit/);
-    // The string company "1" and the number 1 are one tenant (README, "Credentials and permissions"): the same entry.
+    // The string company "1" and the number 1 are one tenant (docs/credentials.md): the same entry.
     const typedAsText = await getWithToken(proxy.url, target, await token({ company: '1' }));
     expect(cacheStatus(typedAsText)).toMatch(/^slab-proxy; hit/);
     expect(upstreamCount(target)).toBe(2);
@@ -380,7 +380,7 @@ describe.each(['memory', 'redis'] as const)('cache on the %s store', (storeKind)
       expect(cacheStatus(next)).toBe('slab-proxy; fwd=miss; fwd-status=200; stored');
       expect(upstreamCount(target)).toBe(2);
       if (status === 401) {
-        // The upstream refused a token the proxy accepted: the proxy revokes it too (README, "Credentials and permissions").
+        // The upstream refused a token the proxy accepted: the proxy revokes it too (docs/credentials.md).
         const again = await getWithToken(proxy.url, target, refused);
         expect(again.status).toBe(401);
         expect((again.json() as { code: string }).code).toBe('unauthenticated');

@@ -1,5 +1,5 @@
 /**
- * The freshness headers judged by the HTTP caches real clients use (README "What clients see"):
+ * The freshness headers judged by the HTTP caches real clients use (docs/clients.md#freshness):
  * `http-cache-semantics` (behind most Node HTTP caches, got's among them), undici's
  * `interceptors.cache()` as a private cache, and got with its cache. Each computes a response's
  * remaining freshness as max-age − Age (RFC 9111 §4.2.3) and, as a private cache, keeps a

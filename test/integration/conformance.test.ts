@@ -1,5 +1,5 @@
 /**
- * Conformance: the proxy is a drop-in for the system of record (README, "What clients see"). The same request target
+ * Conformance: the proxy is a drop-in for the system of record (docs/clients.md). The same request target
  * is sent to the sandbox directly and through the proxy; status, content type and body must be
  * byte-identical. The proxy canonicalises before forwarding, the sandbox reads the raw query as an
  * ordinary server does, so each comparison checks two independent readings of one request.

@@ -1,5 +1,5 @@
 /**
- * Compressed pages straight from the store (README "Content coding"), on both stores: a client
+ * Compressed pages straight from the store (docs/clients.md#content-coding), on both stores: a client
  * that accepts `br` gets the stored brotli bytes themselves, one that accepts only `gzip` a gzip
  * body, everyone else the upstream's identity bytes; every answer decodes to the upstream's bytes,
  * each representation has its own validator and its own 304, and nothing is sent in a coding the
@@ -18,7 +18,7 @@ import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
-/** A page of 30 records: what the README's "0.2× on the wire" is about. */
+/** A page of 30 records: what "about 0.15× its JSON on the wire" is about (docs/clients.md#content-coding). */
 const PAGE = `${P}/receipts?per_page=30`;
 
 let redis: RedisServer;

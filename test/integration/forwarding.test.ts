@@ -1,5 +1,5 @@
 /**
- * What reaches the upstream (README, "What clients see"): exactly the canonical request the proxy keyed, with no
+ * What reaches the upstream (docs/clients.md#request-rules): exactly the canonical request the proxy keyed, with no
  * client header but the credential (re-spelled), `Accept` and `X-Request-Id`. A stub upstream
  * records the method, target, raw headers and body of every request it receives.
  */

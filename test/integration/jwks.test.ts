@@ -1,5 +1,5 @@
 /**
- * Remote JWKS (README, "Credentials and permissions"): keys fetched from a JWKS endpoint, refetched on an unknown `kid` (after
+ * Remote JWKS (docs/credentials.md): keys fetched from a JWKS endpoint, refetched on an unknown `kid` (after
  * the cooldown), kept usable while the endpoint is down (a failed refresh keeps the known set), and
  * never a way in for HS* tokens. A tiny JWKS server on port 0 plays the identity provider; the
  * sandbox upstream gets its own JWKS server with the same keys, so that taking the proxy's endpoint

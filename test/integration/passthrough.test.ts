@@ -1,5 +1,5 @@
 /**
- * The opt-in pass-through (README, "Limits"): off by default (everything that is not one of the 26 reads is
+ * The opt-in pass-through (docs/configuration.md#pass-through): off by default (everything that is not one of the 26 reads is
  * a 404 from the proxy); with `upstream.passthrough: true`, every other request goes to the upstream
  * untouched over pooled connections, while the 26 reads keep the proxy's own handling and hostile
  * request targets never leave the proxy.

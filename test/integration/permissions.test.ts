@@ -1,5 +1,5 @@
 /**
- * The permission matrix of seed §5 / README, "Credentials and permissions" for all thirteen resources, generated from the
+ * The permission matrix of seed §5 / docs/credentials.md for all thirteen resources, generated from the
  * catalog (`RESOURCES`), never written out a second time; the scope and module rules (defaults and
  * config overrides); and the precedence of docs/architecture.md#the-request-flow (401 → 404 → 405 → 403 → 400, OPTIONS aside).
  * Every refusal is the proxy's own (problem+json with a `code`) and never reaches the upstream.

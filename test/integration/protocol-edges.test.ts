@@ -1,6 +1,6 @@
 /**
  * Protocol edges where a client library would hide the bytes, so every request here is written
- * to a raw socket exactly as given (README "What clients see"): CONNECT, the Host header's three
+ * to a raw socket exactly as given (docs/clients.md#request-rules): CONNECT, the Host header's three
  * faults (RFC 9112 §3.2), a 304's header fields (RFC 9110 §15.4.5) and the RFC 6750 `error`
  * attribute of every bearer challenge. Each refusal is problem+json with its `code`, on the
  * client port and on the admin port, and leaves one request line in the log.

@@ -1,6 +1,6 @@
 /**
- * The README's operator examples, run as written (issue 9): each `curl` line of the block in
- * "Operations" is run by `sh` against a real proxy on a real Redis, and its output must be what the
+ * The operator examples of docs/operations.md, run as written (issue 9): each `curl` line of the
+ * block there is run by `sh` against a real proxy on a real Redis, and its output must be what the
  * `#` lines under it say (`…` stands for anything). An example that drifts from the product fails
  * here.
  */
@@ -17,6 +17,9 @@ import { token } from '../helpers/tokens.js';
 
 const run = promisify(execFile);
 const ADMIN_TOKEN = 'the readme examples admin token';
+/** The page that holds the examples. */
+const EXAMPLES_DOC = 'docs/operations.md';
+const EXAMPLES_INTRO = 'The examples below are run by a test';
 
 interface Example {
   readonly command: string;
@@ -25,9 +28,11 @@ interface Example {
 
 /** The block after "The examples below are run by a test": its first line sets the variables. */
 function examples(): { setup: string; list: Example[] } {
-  const readme = readFileSync('README.md', 'utf8');
-  const from = readme.indexOf('```sh\n', readme.indexOf('The examples below are run by a test'));
-  const block = readme.slice(from + '```sh\n'.length, readme.indexOf('\n```', from + 6)).split('\n');
+  const page = readFileSync(EXAMPLES_DOC, 'utf8');
+  const intro = page.indexOf(EXAMPLES_INTRO);
+  if (intro === -1) throw new Error(`${EXAMPLES_DOC} no longer says "${EXAMPLES_INTRO}"`);
+  const from = page.indexOf('```sh\n', intro);
+  const block = page.slice(from + '```sh\n'.length, page.indexOf('\n```', from + 6)).split('\n');
   const [setup = '', ...lines] = block;
   const list: Example[] = [];
   for (const line of lines) {
@@ -71,7 +76,7 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-describe('the README’s operator examples', () => {
+describe('the operator examples of docs/operations.md', () => {
   const { setup, list } = examples();
 
   it('are there to run', () => {
@@ -80,7 +85,7 @@ describe('the README’s operator examples', () => {
   });
 
   // In order: later examples read what earlier ones changed.
-  it('each print what the README says they print', async () => {
+  it('each print what the page says they print', async () => {
     const adminSetup = setup.replace('http://127.0.0.1:9090', proxy.adminUrl ?? '');
     for (const example of list) {
       const { stdout } = await run('sh', ['-c', `${adminSetup}; ${example.command}`], {
@@ -89,7 +94,7 @@ describe('the README’s operator examples', () => {
       const actual = stdout.replace(/\n$/, '');
       expect(
         matches(actual, example.expected),
-        `${example.command}\n  printed: ${actual}\n  README:  ${example.expected}`,
+        `${example.command}\n  printed: ${actual}\n  docs:    ${example.expected}`,
       ).toBe(true);
     }
   });

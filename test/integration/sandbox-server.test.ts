@@ -31,7 +31,7 @@ describe('sandbox rate limit', () => {
       expect(limited.length).toBeGreaterThanOrEqual(6);
       expect(answers.filter((a) => a.status === 200).length).toBeGreaterThan(0);
       // The sandbox's own 429s pass through as it sent them; once one has come back, the proxy
-      // pauses the company's upstream calls and answers the rest itself (README, "Limits").
+      // pauses the company's upstream calls and answers the rest itself (docs/limits.md#the-upstream-guard).
       const fromUpstream = limited.filter((a) => a.headers['content-type'] === 'application/json');
       const fromProxy = limited.filter((a) => a.headers['content-type'] === 'application/problem+json');
       expect(fromUpstream.length + fromProxy.length).toBe(limited.length);

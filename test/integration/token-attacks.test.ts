@@ -1,5 +1,5 @@
 /**
- * The attack list of docs/architecture.md#jose and README, "Credentials and permissions", through the real proxy over HTTP: every token
+ * The attack list of docs/architecture.md#jose and docs/credentials.md, through the real proxy over HTTP: every token
  * the proxy must refuse is refused with the contract's status, code and headers, and never reaches
  * the upstream; the near-misses that must pass (tolerance, string and number tenants, lowercase
  * scheme) do pass.
@@ -73,7 +73,7 @@ function problemOf(res: RawResponse): Problem {
   return body;
 }
 
-/** What every 401 must look like (README, "What clients see", RFC 6750 §3.1). */
+/** What every 401 must look like (docs/clients.md#response-headers, RFC 6750 §3.1). */
 function expectUnauthenticated(
   res: RawResponse,
   sent: { readonly challenge: 'invalid_token' | 'no_error' | 'any'; readonly token?: string },

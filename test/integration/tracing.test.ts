@@ -1,5 +1,5 @@
 /**
- * OpenTelemetry tracing (README "Tracing"), through the real proxy in front of the real sandbox:
+ * OpenTelemetry tracing (docs/operations.md#tracing), through the real proxy in front of the real sandbox:
  * the spans of a miss, a hit, a 401 and the coalesced waits (in one process, and across two
  * replicas sharing a real redis-server), read from the SDK's in-memory exporter; W3C Trace Context
  * taken from the client and sent upstream (the sandbox records the headers it received); a

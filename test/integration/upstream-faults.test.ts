@@ -1,5 +1,5 @@
 /**
- * Upstream failures (README, "What clients see", §7): the sandbox's fault switch makes the system of record refuse,
+ * Upstream failures (docs/clients.md#errors, seed §7): the sandbox's fault switch makes the system of record refuse,
  * stall, fail or answer garbage, and the proxy must turn each into its own problem+json answer
  * (503, 504, 502), pass the upstream's own 401/403/404/429 through unchanged, never leak what went
  * wrong inside, and serve the next request normally once the fault is gone.
@@ -151,7 +151,7 @@ describe('upstream faults (timeout 0.3 s)', () => {
   ])(
     'an upstream 429 is passed through with its body, Retry-After (%s) and Cache-Control: no-store',
     async (_label, retryAfter, company) => {
-      // A company of its own: an upstream 429 pauses that company's upstream calls (README, "Limits").
+      // A company of its own: an upstream 429 pauses that company's upstream calls (docs/limits.md#the-upstream-guard).
       const credential = await token({ company });
       stack.sandbox.faults.set({ status: 429, retryAfter, times: 2 });
       const direct = await getWithToken(stack.sandbox.url, LIST, credential);
@@ -167,7 +167,7 @@ describe('upstream faults (timeout 0.3 s)', () => {
   );
 
   it.each([401, 403, 404])('an upstream %i is passed through with its status and body', async (status) => {
-    // A token of its own: an upstream 401 may revoke the token it was sent with (README, "Credentials and permissions").
+    // A token of its own: an upstream 401 may revoke the token it was sent with (docs/credentials.md).
     const credential = await token({ company: 1 });
     stack.sandbox.faults.set({ status, times: 2 });
     const direct = await getWithToken(stack.sandbox.url, recordTarget, credential);

@@ -1,5 +1,5 @@
 /**
- * The operator API (README, "Operations"): admin authentication, validated bodies, and run-time TTL
+ * The operator API (docs/operations.md#the-operator-api): admin authentication, validated bodies, and run-time TTL
  * overrides, purges, revocations and blocks that take effect on every replica within a second,
  * pages already cached included; a replica started later sees them. Two proxy apps in one
  * process (with an injected clock) and two proxy processes (`node dist/main.js`), each pair on

@@ -1,5 +1,5 @@
 /**
- * Redis is best-effort (README, "The cache"): with the shared cache killed, hung (SIGSTOP) or holding
+ * Redis is best-effort (docs/cache.md): with the shared cache killed, hung (SIGSTOP) or holding
  * corrupt bytes, every read still answers 200 (from the L1 while its short ttl lasts, else from
  * the upstream), a hung Redis adds at most its command timeout to a request, and the cache comes
  * back by itself — without restarting the proxy — once Redis does. Real proxy, real sandbox, real
@@ -330,7 +330,7 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
     expect(res.status).toBe(200);
     const [line] = requestLines(startedAt, Date.now());
     expect(line).toBeDefined();
-    // README, "The cache" and redis-connection.ts: commands time out in ≤ 100 ms, and after one failure the
+    // docs/cache.md and redis-connection.ts: commands time out in ≤ 100 ms, and after one failure the
     // breaker skips Redis, "so a hung Redis costs one request the timeout". So the proxy's own time
     // here is one timeout plus a little proxy work (which also keeps it within the 200 ms bound).
     const own = (line?.ms ?? 0) - (line?.upstream_ms ?? 0);

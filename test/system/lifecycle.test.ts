@@ -1,5 +1,5 @@
 /**
- * Readiness, graceful shutdown and reload (README, "Operations"), on the real entry point (`node
+ * Readiness, graceful shutdown and reload (docs/operations.md#reload-start-and-shutdown), on the real entry point (`node
  * dist/main.js`) with a real Redis and the sandbox over HTTP: `SIGTERM` during slow upstream
  * requests lets them finish while `/readyz` says 503 and new connections are refused, then exits
  * 0; a kept-alive connection is closed once answered instead of holding the drain; a request

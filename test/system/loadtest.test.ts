@@ -3,8 +3,8 @@
  * topology as local processes — Redis (one server, or a real 6-node Redis Cluster), the sandbox,
  * proxy replicas, the balancer — under a short load. It must finish with exit code 0, every
  * request answered, a line per second, figures that agree with each other (the replicas' upstream
- * calls are exactly what the sandbox served), the README's lines, and a JSON and HTML report
- * whose charts a real browser draws.
+ * calls are exactly what the sandbox served), the lines for docs/load-test.md, and a JSON and HTML
+ * report whose charts a real browser draws.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,7 +52,7 @@ const singleRun = (): Promise<Run> =>
   (single ??= loadtest({ LOADTEST_SECONDS: '2', LOADTEST_REPLICAS: '2', LOADTEST_CONNECTIONS: '8' }));
 
 describe('npm run loadtest', () => {
-  it('runs the topology on one Redis, prints a line per second and figures that add up, and writes the README lines and a report', async () => {
+  it('runs the topology on one Redis, prints a line per second and figures that add up, and writes the lines for docs/load-test.md and a report', async () => {
     const { stdout, result, report } = await singleRun();
     expect(result.requests).toBeGreaterThan(0);
     expect(result.errors).toBe(0);
@@ -83,7 +83,7 @@ describe('npm run loadtest', () => {
       /topology: redis redis-server \S+, one node \(REDIS_URL=redis:\/\/127\.0\.0\.1:\d+\), sandbox http:\/\/127\.0\.0\.1:\d+, 2 replicas/,
     );
     expect(stdout).toMatch(/latency p50 \/ p90 \/ p99 \/ max/);
-    // The README's lines: the stamp, then the table.
+    // The lines for docs/load-test.md: the stamp, then the table.
     expect(stdout).toMatch(
       /^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, 2 replicas, one Redis, 2 s, 8 connections$/m,
     );

@@ -1,5 +1,5 @@
 /**
- * The canary (issue 5, "Request logs"; README, "Operations"): a run through every error path (each 401
+ * The canary (issue 5, "Request logs"; docs/operations.md#logs): a run through every error path (each 401
  * reason, 400, 403, 404, 405, 429, 5xx, Redis down) and the pass-through, the admin plane and the
  * fallback, with real tokens put everywhere a careless logger might print them (Authorization,
  * a second Authorization, Proxy-Authorization, Cookie, the query, X-Request-Id, a body). Every
@@ -532,7 +532,7 @@ describe('request logs never hold a token', () => {
     });
   });
 
-  describe('a token in the path (the path is logged word by word, README "Logs")', () => {
+  describe('a token in the path (the path is logged word by word, docs/operations.md#logs)', () => {
     it('the data plane: where a record id goes, where the resource goes, past the id, split, escaped', async () => {
       const jwt = await canary();
       const [header, payload, signature] = jwt.split('.');

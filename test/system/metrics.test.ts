@@ -1,5 +1,5 @@
 /**
- * `/metrics` on the admin port (README, "Operations"): Prometheus text that parses, with no admin token
+ * `/metrics` on the admin port (docs/operations.md#metrics): Prometheus text that parses, with no admin token
  * needed, whose counters move as requests are made — hits, misses, coalesced waits, 401s, 429s,
  * upstream calls and failures, Redis errors and state. Real proxy, real sandbox over HTTP, real
  * `redis-server`, real JWTs.
@@ -156,7 +156,7 @@ describe('/metrics', () => {
     const before = await scrape();
     await redis.kill();
     // A cold page: its lookup meets the dead connection, and the upstream budget, cut off from its
-    // ledger, starts nothing while a slot it granted may still be held (README, "Limits").
+    // ledger, starts nothing while a slot it granted may still be held (docs/limits.md#the-upstream-budget).
     const cold = await getWithToken(proxy.url, `${API_PREFIX}/fulfilments?per_page=4`, reader);
     expect(cold.status).toBe(503);
     expect(cold.json()).toMatchObject({ code: 'upstream_unavailable' });

@@ -1,5 +1,5 @@
 /**
- * Tracing as `npm start` runs it (README "Tracing"): `node dist/main.js` with only
+ * Tracing as `npm start` runs it (docs/operations.md#tracing): `node dist/main.js` with only
  * OTEL_EXPORTER_OTLP_ENDPOINT set exports its spans over OTLP/HTTP to an in-process receiver, and
  * the spans of its last requests still reach the collector when it stops on SIGTERM (the batch is
  * flushed before the exit, not lost with the process).

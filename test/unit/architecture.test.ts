@@ -1,13 +1,15 @@
 /**
  * The architecture as written down is the architecture in the code (docs/architecture.md#the-layers):
- * - the README's code-layout table names every folder of `src/` and nothing that is not there;
+ * - the code-layout table (docs/development.md#code-layout) names every folder of `src/` and
+ *   nothing that is not there;
  * - every import goes to its own folder or to a layer below (the table's order), and no import
  *   circle exists between files;
  * - the sandbox system of record implements the seed's rules on its own: nothing in `src/sandbox/`
  *   imports the proxy's rule modules, and the server the tests judge the proxy against does not
  *   reach them even through another module (docs/architecture.md#the-system-of-record-stands-apart);
- * - every `src/…` path and `docs/…` file or anchor that the README, the docs and the code's
- *   comments name exists, and so does every in-page anchor the README and the docs link to.
+ * - every `src/…` path and `docs/…` file or anchor that the README, the docs, the comments of
+ *   src/, bench/, scripts/ and test/, and the config and deployment files name exists, and so does
+ *   every file and anchor the README and the docs link to.
  */
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
@@ -24,15 +26,27 @@ function filesUnder(dir: string, suffix: string): string[] {
 }
 
 const SOURCES = filesUnder('src', '.ts');
+/** The other code and the deployment files, whose comments cite the docs too. */
+const OTHER_CODE = [
+  ...['bench', 'scripts', 'test'].flatMap((dir) => filesUnder(dir, '.ts')),
+  ...['config', 'deploy'].flatMap((dir) => filesUnder(dir, '')),
+  'Dockerfile',
+  'docker-compose.yml',
+  '.ci/run',
+];
 const README = readFileSync('README.md', 'utf8');
 const DOCS = filesUnder('docs', '.md');
+/** Where the code-layout table is, between `<!-- layout:start -->` and `<!-- layout:end -->`. */
+const LAYOUT_DOC = 'docs/development.md';
 
-/** The layout table: each row's folders (`src/x/` or `src/x.ts`) and its layer, top first. */
+/** The layout table: each row's units (a folder of src/, or a file at its top) and its layer, top first. */
 function layoutRows(): Array<{ readonly units: string[]; readonly layer: string }> {
-  const start = README.indexOf('<!-- layout:start -->');
-  const end = README.indexOf('<!-- layout:end -->');
-  if (start === -1 || end === -1) throw new Error('the README has no layout table');
-  return README.slice(start, end)
+  const text = readFileSync(LAYOUT_DOC, 'utf8');
+  const start = text.indexOf('<!-- layout:start -->');
+  const end = text.indexOf('<!-- layout:end -->');
+  if (start === -1 || end === -1) throw new Error(`${LAYOUT_DOC} has no layout table`);
+  return text
+    .slice(start, end)
     .split('\n')
     .filter((line) => line.startsWith('| `'))
     .map((line) => {
@@ -63,7 +77,7 @@ describe('the layers', () => {
   const layers = [...new Set(rows.map((row) => row.layer))];
   const layerOf = new Map(rows.flatMap((row) => row.units.map((unit) => [unit, layers.indexOf(row.layer)] as const)));
 
-  it('the README’s layout table names every folder of src/, and only those', () => {
+  it('the layout table names every folder of src/, and only those', () => {
     const actual = new Set(SOURCES.filter((file) => !file.startsWith('src/types/')).map(unitOf));
     expect([...layerOf.keys()].sort()).toEqual([...actual].sort());
   });
@@ -178,7 +192,7 @@ describe('the paths and anchors the README, the docs and the code name', () => {
   const texts = [
     { file: 'README.md', text: README },
     ...DOCS.map((file) => ({ file, text: readFileSync(file, 'utf8') })),
-    ...SOURCES.map((file) => ({ file, text: readFileSync(file, 'utf8') })),
+    ...[...SOURCES, ...OTHER_CODE].map((file) => ({ file, text: readFileSync(file, 'utf8') })),
   ];
 
   it('every src/… path exists', () => {
@@ -209,16 +223,22 @@ describe('the paths and anchors the README, the docs and the code name', () => {
     expect(missing).toEqual([]);
   });
 
-  it('every in-page link of the README and the docs has its anchor', () => {
+  it('every link of the README and the docs has its file and its anchor', () => {
     const missing: string[] = [];
     for (const file of ['README.md', ...DOCS]) {
       const text = readFileSync(file, 'utf8');
       const anchors = anchorsOf(text);
       for (const match of text.matchAll(/\]\(#([^)]+)\)/g))
         if (!anchors.has(match[1] ?? '')) missing.push(`${file}: #${match[1] ?? ''}`);
-      for (const match of text.matchAll(/\]\(((?:\.\.\/)*[A-Za-z0-9_./-]+)(?:#[^)]*)?\)/g)) {
+      // Relative links, resolved from the linking file as a Markdown viewer does; an anchor into
+      // another Markdown file must be one of its headings or `<a id>`s.
+      for (const match of text.matchAll(/\]\(((?:\.\.\/)*[A-Za-z0-9_./-]+)(?:#([^)]*))?\)/g)) {
         const target = normalize(join(dirname(file), match[1] ?? ''));
-        if (!/^[a-z]+:/.test(match[1] ?? '') && !existsSync(target)) missing.push(`${file}: ${relative('.', target)}`);
+        const anchor = match[2];
+        if (/^[a-z]+:/.test(match[1] ?? '')) continue;
+        if (!existsSync(target)) missing.push(`${file}: ${relative('.', target)}`);
+        else if (anchor !== undefined && target.endsWith('.md') && !anchorsOf(readFileSync(target, 'utf8')).has(anchor))
+          missing.push(`${file}: ${relative('.', target)}#${anchor}`);
       }
     }
     expect(missing).toEqual([]);

@@ -85,7 +85,7 @@ describe('median and rotation', () => {
   });
 });
 
-describe('Markdown for the README', () => {
+describe('Markdown for the docs', () => {
   it('aligns numbers right and escapes a cell’s pipe', () => {
     expect(markdownTable(['target', 'req/s'], [['a|b', '1,000']])).toEqual([
       '| target | req/s |',

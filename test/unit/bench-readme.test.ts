@@ -1,12 +1,13 @@
 /**
- * The README's figures are pasted from what `npm run bench` and `npm run loadtest` print: each
- * section holds a stamp (command, date, cores) and tables in exactly the form the code writes
- * today, so a change of format shows here until the README gets a new run's lines. And the
- * bench's verdicts and Markdown, from made-up figures.
+ * The docs' figures are pasted from what `npm run bench` and `npm run loadtest` print: each page
+ * (docs/benchmarks.md, docs/load-test.md) holds a stamp (command, date, cores) and tables in
+ * exactly the form the code writes today, so a change of format shows here until the page gets a
+ * new run's lines. And the bench's verdicts and Markdown, from made-up figures.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { markdownTable } from '../../bench/lib/format.js';
+import { BENCHMARKS_DOC, LOAD_TEST_DOC, markdownTable } from '../../bench/lib/format.js';
 import type { Summary } from '../../bench/lib/rounds.js';
 import {
   FIGURES_HEADER,
@@ -17,22 +18,12 @@ import {
   verdicts,
 } from '../../bench/report.js';
 
-const readme = readFileSync('README.md', 'utf8');
-
-/** The text of a `## name` section, up to the next `## `. */
-function section(name: string): string {
-  const start = readme.indexOf(`\n## ${name}\n`);
-  expect(start, name).toBeGreaterThan(-1);
-  const end = readme.indexOf('\n## ', start + 1);
-  return readme.slice(start, end === -1 ? undefined : end);
-}
-
 const headerLines = (header: readonly string[], align?: readonly ('left' | 'right')[]): string[] =>
   markdownTable(header, [], align);
 
-describe('the README’s figures', () => {
-  it('Benchmarks: a stamped run of npm run bench, in the tables it prints', () => {
-    const text = section('Benchmarks');
+describe('the docs’ figures', () => {
+  it(`${BENCHMARKS_DOC}: a stamped run of npm run bench, in the tables it prints`, () => {
+    const text = readFileSync(BENCHMARKS_DOC, 'utf8');
     expect(text).toMatch(/^`npm run bench`, \d{4}-\d{2}-\d{2}, \d+ cores?, (wrk|autocannon) \S+, /m);
     const lines = text.split('\n');
     const figures = headerLines(FIGURES_HEADER);
@@ -47,14 +38,15 @@ describe('the README’s figures', () => {
     expect(lines.some((l) => l.startsWith('| proxy cache hits |'))).toBe(true);
   });
 
-  it('Load test: stamped runs of npm run loadtest (one Redis and a Redis Cluster), and a picture of the report', () => {
-    const text = section('Load test');
+  it(`${LOAD_TEST_DOC}: stamped runs of npm run loadtest (one Redis and a Redis Cluster), and a picture of the report`, () => {
+    const text = readFileSync(LOAD_TEST_DOC, 'utf8');
     expect(text).toMatch(/^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, \d+ replicas?, one Redis, /m);
     expect(text).toMatch(/^`npm run loadtest`, \d{4}-\d{2}-\d{2}, \d+ cores?, \d+ replicas?, Redis Cluster, /m);
     expect(text.split('\n')).toContain('| figure | this run |');
-    const image = /!\[[^\]]+\]\((docs\/[^)]+\.png)\)/.exec(text)?.[1];
+    // A relative link from the page, as a Markdown viewer resolves it.
+    const image = /!\[[^\]]+\]\(([^):]+\.png)\)/.exec(text)?.[1];
     expect(image).toBeDefined();
-    expect(existsSync(image ?? '')).toBe(true);
+    expect(existsSync(join(dirname(LOAD_TEST_DOC), image ?? ''))).toBe(true);
   });
 });
 
@@ -143,7 +135,7 @@ describe('the bench’s verdicts', () => {
     );
   });
 
-  it('warns in the README lines when rounds ran on a busy machine, and only then', () => {
+  it('warns in the lines for the docs when rounds ran on a busy machine, and only then', () => {
     const list = verdicts({ ...rest, proxy: target('proxy cache hits', 0.7, 0.6, 3, 4), nginx: undefined });
     expect(benchMarkdown('stamp', [], list, { busyRounds: 0, rounds: 30 }).join('\n')).not.toContain('Busy machine');
     expect(benchMarkdown('stamp', [], list, { busyRounds: 7, rounds: 30 }).join('\n')).toContain(

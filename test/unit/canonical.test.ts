@@ -1,5 +1,5 @@
 /**
- * The canonicalisation table (README, "What clients see" and docs/architecture.md#cache-poisoning): every accepted form and what
+ * The canonicalisation table (docs/clients.md#request-rules and docs/architecture.md#cache-poisoning): every accepted form and what
  * it becomes, every refused form and the parameter it is refused for.
  */
 import { describe, expect, it } from 'vitest';

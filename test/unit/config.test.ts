@@ -157,7 +157,7 @@ describe('environment', () => {
   });
 });
 
-describe('tracing environment (README "Tracing")', () => {
+describe('tracing environment (docs/operations.md#tracing)', () => {
   it('is off without an OTLP endpoint, whatever else is set', () => {
     expect(loadEnv({}).tracing).toBeUndefined();
     expect(loadEnv({ OTEL_SERVICE_NAME: 'edge', OTEL_TRACES_SAMPLER: 'always_on' }).tracing).toBeUndefined();

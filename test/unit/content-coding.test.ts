@@ -1,6 +1,6 @@
 /**
- * Accept-Encoding as RFC 9110 §12.5.3 reads it, and the coding each header gets (README
- * "Content coding"): weights, `*`, `identity;q=0`, case, `x-gzip`, malformed members, and the
+ * Accept-Encoding as RFC 9110 §12.5.3 reads it, and the coding each header gets
+ * (docs/clients.md#content-coding): weights, `*`, `identity;q=0`, case, `x-gzip`, malformed members, and the
  * rule that a coding the client did not accept is never chosen.
  */
 import { describe, expect, it } from 'vitest';

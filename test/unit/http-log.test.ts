@@ -1,5 +1,5 @@
 /**
- * The Express planes' request line (README, "Operations"): one JSON line per request with the data plane's
+ * The Express planes' request line (docs/operations.md#logs): one JSON line per request with the data plane's
  * field names, the id the client was given, the problem `code`, and nothing from the headers or
  * the query; nothing at all below `info`.
  */

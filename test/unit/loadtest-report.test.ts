@@ -1,5 +1,5 @@
 /**
- * The load test's HTML report and README lines, from a made-up run: every second is a point of
+ * The load test's HTML report and its lines for docs/load-test.md, from a made-up run: every second is a point of
  * every chart, seconds without a figure are gaps rather than zeros, whatever text the run carries
  * is escaped, and the page loads nothing from anywhere (the browser test draws a real run's).
  */
@@ -78,7 +78,7 @@ describe('the load test report', () => {
     expect(html).not.toMatch(/url\((?!#)/);
   });
 
-  it('gives the README its stamp and a table of the totals', () => {
+  it('gives docs/load-test.md its stamp and a table of the totals', () => {
     const lines = loadtestMarkdown(report);
     expect(lines[0]).toBe(report.stamp);
     expect(lines).toContain('| figure | this run |');

@@ -1,5 +1,5 @@
 /**
- * The loggable form of a path (README "Logs") and the secret check behind it and behind the
+ * The loggable form of a path (docs/operations.md#logs) and the secret check behind it and behind the
  * client's `X-Request-Id`: words stay, anything that could be or hold a token becomes `{redacted}`.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * The sandbox's dataset (README, "The sandbox system of record"), as pure data: deterministic for a seed, every resource in every
+ * The sandbox's dataset (docs/sandbox.md), as pure data: deterministic for a seed, every resource in every
  * company, one resource deep enough to page through, ids unique and ordered, filter values that vary.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * The start banner's facts (README "Operations"): the store the app built, named as configured
+ * The start banner's facts (docs/operations.md#reload-start-and-shutdown): the store the app built, named as configured
  * (in-process, Redis, Redis Cluster), the upstream and the key source, never with a credential.
  */
 import { describe, expect, it } from 'vitest';

@@ -61,7 +61,7 @@ export function fail(ex: Exchange, recorders: AnswerRecorders, error: ProxyError
 
 /**
  * `Cache-Control` of an answer from a cache entry, for a freshness lifetime in seconds:
- * - `private`: one credential's answer (README "The cache"): a shared cache must not store it
+ * - `private`: one credential's answer (docs/cache.md): a shared cache must not store it
  *   at all (RFC 9111 §5.2.2.7), whatever else the field says.
  * - `max-age`: the lifetime, with `Age` beside it (RFC 9111 §4.2.3; see the read service).
  * - `s-maxage` (the same value): what lets a client's own cache keep a page fetched with
@@ -75,7 +75,7 @@ export function fail(ex: Exchange, recorders: AnswerRecorders, error: ProxyError
  *   Without must-revalidate a client may still use a stale copy when disconnected or when it asks
  *   for one (`max-stale`, §4.2.4): its own, explicit choice.
  * No RFC 5861 `stale-while-revalidate`/`stale-if-error`: the proxy already serves stale copies
- * itself (README "The cache"), and a client doing the same would add its window to the proxy's.
+ * itself (docs/cache.md), and a client doing the same would add its window to the proxy's.
  * The few distinct lifetimes (one per policy) each get their string once.
  */
 const cacheControlByLifetime = new Map<number, string>();
@@ -107,7 +107,7 @@ export function respond(ex: Exchange, recorders: AnswerRecorders, outcome: ReadO
   if (fromEntry) {
     const coding = chooseCoding(fieldValue(ex.req, 'accept-encoding'), outcome.brotli !== undefined);
     if (coding === undefined) return fail(ex, recorders, new NotAcceptableError());
-    // br: the stored bytes as they are; gzip: made once per page and process (README "Content coding").
+    // br: the stored bytes as they are; gzip: made once per page and process (docs/clients.md#content-coding).
     const coded =
       coding === 'br' ? outcome.brotli : coding === 'gzip' && etag !== undefined ? gzipBody(body, etag) : undefined;
     if (coded !== undefined) {

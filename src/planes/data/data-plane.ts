@@ -39,7 +39,7 @@ export interface DataPlaneOptions {
   readonly yieldUnknownResources: boolean;
   /** Told of every defect (an exception no input should cause), for the logs. */
   readonly onDefect?: (error: unknown) => void;
-  /** OpenTelemetry tracing (README "Tracing"); `undefined`: off, and nothing is done for it. */
+  /** OpenTelemetry tracing (docs/operations.md#tracing); `undefined`: off, and nothing is done for it. */
   readonly tracing?: Tracing | undefined;
 }
 

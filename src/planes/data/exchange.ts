@@ -26,7 +26,7 @@ export interface Exchange {
   readonly loggedPath: string;
   /** The catalog resource, for the log line and the metrics, when the path names one. */
   readonly resource: string | undefined;
-  /** The request's span and its children, while tracing is on (README "Tracing"). */
+  /** The request's span and its children, while tracing is on (docs/operations.md#tracing). */
   readonly trace: RequestTrace | undefined;
   /** The query's pairs, parsed once (memoised by the raw query). */
   query: ParsedQuery | undefined;
