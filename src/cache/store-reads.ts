@@ -1,0 +1,32 @@
+/**
+ * Store reads in flight, per key: the requests that miss the L1 together (its copy of a hot page
+ * expires for all of them at once) share one read and one decoding, instead of each making its
+ * own. Only reads that may be shared go through it: a fill's reads after its lease must see the
+ * store as it is then, and read it directly.
+ */
+import type { CacheAddress } from './cache-key.js';
+import type { CacheStore, StoreLookup } from './store.js';
+
+export class StoreReads {
+  readonly #store: CacheStore;
+  readonly #reading = new Map<string, Promise<StoreLookup>>();
+
+  constructor(store: CacheStore) {
+    this.#store = store;
+  }
+
+  /** The key's lookup: the one in flight, or a new one. */
+  read(address: CacheAddress): Promise<StoreLookup> {
+    let pending = this.#reading.get(address.key);
+    if (pending === undefined) {
+      pending = this.#store.lookup(address).finally(() => this.#reading.delete(address.key));
+      this.#reading.set(address.key, pending);
+    }
+    return pending;
+  }
+
+  /** Whether a read of the key is in flight. */
+  isReading(key: string): boolean {
+    return this.#reading.has(key);
+  }
+}
