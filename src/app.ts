@@ -3,48 +3,46 @@
  * data plane (canonicalise → authenticate → authorise → validate) → read service (L1 → store →
  * coalesced fill) → upstream; then the Express fallback plane, and the admin plane on its own port.
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { type AccessLists, accessListsOver } from './auth/access-lists.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import type { KeySourceOptions } from './auth/key-source.js';
 import { tokenRevocation } from './auth/principal.js';
 import { createTokenVerifier } from './auth/verify-token.js';
-import { type Phase, createAdminApp } from './planes/admin-app.js';
-import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from './cache/coordinator.js';
-import { L1Cache } from './cache/l1.js';
-import { createMemoryStore } from './cache/memory-store.js';
+import type { Origin } from './cache/origin.js';
 import { CachePolicies } from './cache/policy.js';
 import { type ReadService, createReadService } from './cache/read-service.js';
-import { type RedisSettings, RedisHealth, type SharedRedis, connectRedis, isSharedRedis } from './platform/redis.js';
-import { createRedisStore } from './cache/redis-store.js';
-import { type PurgeBus, createLocalPurgeBus, createRedisPurgeBus } from './cache/purge-bus.js';
-import { type OperatorControl, createOperatorControl } from './control/operator-control.js';
 import type { CacheStore } from './cache/store.js';
 import type { FileConfig } from './config/schema.js';
-import { ShuttingDownError, messageOf } from './errors/proxy-error.js';
-import { createDataPlane } from './planes/data/data-plane.js';
-import { createFallbackApp } from './planes/fallback-app.js';
-import { createHttpServer } from './http/server.js';
+import { type OperatorControl, createOperatorControl } from './control/operator-control.js';
+import { messageOf } from './errors/proxy-error.js';
+import { createHttpLog } from './http/http-log.js';
 import { closeServer, listenOn } from './http/listen.js';
-import { writeProblem } from './http/problem.js';
-import { requestIdOf } from './http/request-id.js';
+import { createHttpServer } from './http/server.js';
+import { BUDGET_MODES } from './limits/budget-mode.js';
 import { CircuitBreaker } from './limits/circuit-breaker.js';
 import { createInboundLimiter } from './limits/inbound.js';
-import { BUDGET_MODES } from './limits/budget-mode.js';
 import { createUpstreamBudget } from './limits/upstream-budget.js';
 import { createUpstreamPause } from './limits/upstream-pause.js';
-import { createHttpLog } from './http/http-log.js';
-import { createRequestLog, errorFields } from './observability/logger.js';
-import { type CacheFootprint, createMetrics } from './observability/metrics.js';
-import type { Tracing } from './observability/tracing.js';
-import { countReplicas } from './platform/replica-count.js';
-import { watchRedisDowntime } from './platform/redis-downtime.js';
+import { type RequestLog, createRequestLog, errorFields } from './observability/logger.js';
+import { type Metrics, createMetrics } from './observability/metrics.js';
 import { registerSecret } from './observability/secrets.js';
+import type { Tracing } from './observability/tracing.js';
+import { createAdminApp } from './planes/admin-app.js';
+import { createDataPlane } from './planes/data/data-plane.js';
+import { createFallbackApp } from './planes/fallback-app.js';
+import { watchRedisDowntime } from './platform/redis-downtime.js';
+import { type RedisSettings, RedisHealth, type SharedRedis, connectRedis, isSharedRedis } from './platform/redis.js';
+import { type ReplicaCount, countReplicas } from './platform/replica-count.js';
 import { createUpstreamClient } from './upstream/client.js';
 import { createUpstreamOrigin } from './upstream/fetch-read.js';
 import { guardOrigin } from './upstream/guarded-fetch.js';
 import { type Passthrough, createPassthrough } from './upstream/passthrough.js';
+import { createCacheParts } from './wiring/cache-parts.js';
+import { ConfigInForce } from './wiring/config-in-force.js';
+import { ReplicaLifecycle } from './wiring/lifecycle.js';
+import { readinessOf } from './wiring/readiness.js';
 
 export type { RedisSettings };
 
@@ -103,120 +101,31 @@ export interface ProxyApp {
   close(options?: { readonly drainMs?: number; readonly delayMs?: number }): Promise<void>;
 }
 
-/**
- * What a running replica applies from a re-read config file (`SIGHUP`); every other difference is
- * reported as needing a restart. Listed this way round so that a new setting is restart-only until
- * someone makes it reloadable on purpose (issue 10).
- */
-const RELOADABLE = [
-  'cache.partition',
-  'cache.defaults',
-  'cache.resources',
-  'upstream.maxConcurrent',
-  'upstream.maxPerSecond',
-] as const;
-
-/** Dotted paths of the leaves where two config documents differ. */
-function changedPaths(before: unknown, after: unknown, path = ''): string[] {
-  const isRecord = (value: unknown): value is Record<string, unknown> =>
-    typeof value === 'object' && value !== null && !Array.isArray(value);
-  if (!isRecord(before) || !isRecord(after)) return JSON.stringify(before) === JSON.stringify(after) ? [] : [path];
-  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
-  return [...keys].flatMap((key) => changedPaths(before[key], after[key], path === '' ? key : `${path}.${key}`));
-}
-
-function refuseWhileDraining(req: IncomingMessage, res: ServerResponse): void {
-  // Closes the connection after this answer, so the client's next request opens one elsewhere.
-  res.shouldKeepAlive = false;
-  writeProblem(res, new ShuttingDownError(), requestIdOf(req), { head: req.method === 'HEAD' });
-}
-
 /** How long a start waits for Redis before serving degraded (misses go to the upstream). */
 const REDIS_START_WAIT_MS = 3_000;
 
-/** The cache's parts: in process for one replica, or shared through Redis. */
-interface CacheParts {
-  readonly store: CacheStore;
-  readonly l1: L1Cache | undefined;
-  readonly coordinator: FillCoordinator;
-  readonly purges: PurgeBus;
-  /** What the in-process tiers hold (the L1 in front of Redis, or the single replica's store). */
-  readonly footprint: () => readonly CacheFootprint[];
-}
-
-function createCacheParts(
-  config: FileConfig,
-  redis: SharedRedis | undefined,
-  health: RedisHealth | undefined,
-  now: () => number,
-  logger: Logger,
-): CacheParts {
-  if (redis === undefined || health === undefined) {
-    const store = createMemoryStore({ maxBytes: config.cache.memory.maxBytes, now });
-    return {
-      store,
-      l1: undefined,
-      coordinator: LOCAL_COORDINATOR,
-      purges: createLocalPurgeBus(),
-      footprint: () => (store.footprint === undefined ? [] : [{ tier: 'memory', ...store.footprint() }]),
-    };
-  }
-  const { client, subscriber } = redis;
-  const prefix = config.cache.keyPrefix;
-  const l1 = new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 });
-  return {
-    store: createRedisStore({
-      client,
-      health,
-      prefix,
-      now,
-      onFailure: (operation) => logger.debug({ operation }, 'redis store operation failed'),
-    }),
-    l1,
-    coordinator: createRedisCoordinator({
-      client,
-      subscriber,
-      health,
-      channel: `${prefix}:fills`,
-      // A leader's lease outlives its longest upstream exchange; only a dead leader's expires.
-      leaseMs: config.upstream.timeout * 1000 + 2_000,
-    }),
-    purges: createRedisPurgeBus({
-      client,
-      subscriber,
-      channel: `${prefix}:purge`,
-      onError: (error) => logger.debug(errorFields(error), 'purge announcement failed'),
-    }),
-    footprint: () => [{ tier: 'l1', ...l1.footprint() }],
-  };
-}
-
-/**
- * Builds every part, in the order a request meets them (docs/architecture.md#the-request-flow):
- * the shared infrastructure (metrics, Redis, the operator state), then authentication, the inbound
- * limits, authorisation, the cache with the origin it fetches through (the upstream, behind its
- * guard), and the planes on top.
- */
-export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
-  const { config, logger } = options;
+/** What every part is built from: the options, the one clock, the metrics and the logger. */
+interface Base {
+  readonly options: ProxyAppOptions;
+  readonly config: FileConfig;
+  readonly logger: Logger;
   /** The one clock every part that reads the time is given. */
-  const now = options.now ?? Date.now;
-  // No log line may hold the admin token, wherever a client puts it (docs/operations.md#logs).
-  if (options.adminToken !== undefined) registerSecret(options.adminToken);
+  readonly now: () => number;
+  readonly metrics: Metrics;
+}
 
-  // ── shared infrastructure ──
-  // Read on each scrape only, once everything below exists.
-  const shared = isSharedRedis(options.redis);
-  const metrics = createMetrics({
-    circuitState: () => breaker.state,
-    redisUp: shared ? () => cacheHealth?.state() !== 'down' : undefined,
-    ...(options.processMetrics === false && { processMetrics: false }),
-    inFlightRequests: () => inFlight,
-    cacheFootprint: () => cache.footprint(),
-    redisDownSeconds: shared ? () => redisDownSeconds?.() ?? 0 : undefined,
-    operatorStateAgeSeconds: shared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
-    budgetMode: { modes: BUDGET_MODES, current: () => budget.mode() },
-  });
+/** Redis and what is counted through it; all `undefined` for a single replica without Redis. */
+interface Shared {
+  readonly redis: SharedRedis | undefined;
+  /** The cache's breaker; the inbound limits have their own, so a slow limit decision never makes the cache skip Redis as well. */
+  readonly cacheHealth: RedisHealth | undefined;
+  readonly redisDownSeconds: (() => number) | undefined;
+  readonly replicaCount: ReplicaCount | undefined;
+  /** The replicas sharing Redis, counted through it: each one's local share while Redis is unusable. */
+  readonly liveReplicas: (() => number | undefined) | undefined;
+}
+
+function connectShared({ options, config, logger, now, metrics }: Base): Shared {
   const redis = isSharedRedis(options.redis)
     ? connectRedis(options.redis, {
         commandTimeoutMs: config.redis.commandTimeoutMs,
@@ -226,25 +135,31 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
         },
       })
     : undefined;
-  // The cache's breaker; the inbound limits have their own, so a slow limit decision never makes
-  // the cache skip Redis as well.
-  const cacheHealth =
-    redis === undefined
-      ? undefined
-      : new RedisHealth(redis.client, { now, onFailure: () => metrics.redisError('cache') });
-  const redisDownSeconds = redis === undefined ? undefined : watchRedisDowntime(redis.client, now);
-  // The replicas sharing Redis, counted through it: each one's local share while Redis is unusable.
-  const replicaCount =
-    redis === undefined
-      ? undefined
-      : countReplicas({
-          client: redis.client,
-          prefix: config.cache.keyPrefix,
-          now,
-          onError: (error) => logger.debug(errorFields(error), 'replicas not counted'),
-        });
-  const liveReplicas = replicaCount === undefined ? undefined : () => replicaCount.current();
-  const control = createOperatorControl({
+  if (redis === undefined)
+    return {
+      redis,
+      cacheHealth: undefined,
+      redisDownSeconds: undefined,
+      replicaCount: undefined,
+      liveReplicas: undefined,
+    };
+  const replicaCount = countReplicas({
+    client: redis.client,
+    prefix: config.cache.keyPrefix,
+    now,
+    onError: (error) => logger.debug(errorFields(error), 'replicas not counted'),
+  });
+  return {
+    redis,
+    cacheHealth: new RedisHealth(redis.client, { now, onFailure: () => metrics.redisError('cache') }),
+    redisDownSeconds: watchRedisDowntime(redis.client, now),
+    replicaCount,
+    liveReplicas: () => replicaCount.current(),
+  };
+}
+
+function createControl({ config, logger, now, metrics }: Base, { redis }: Shared): OperatorControl {
+  return createOperatorControl({
     syncIntervalMs: config.control.syncInterval * 1000,
     now,
     ...(redis !== undefined && { redis: { ...redis.control, prefix: config.cache.keyPrefix } }),
@@ -253,8 +168,10 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       logger.warn(errorFields(error), 'operator state not confirmed with Redis');
     },
   });
+}
 
-  // ── authenticate: a verified token, not revoked ──
+/** Authentication: a verified token, not revoked; and the inbound limits that follow it. */
+function wireCredentials({ options, config, now, metrics }: Base, shared: Shared, control: OperatorControl) {
   // Unread since the start: refused, unless the operator chose to serve (docs/scaling-out.md#the-operator-state-and-what-survives-what).
   const lists = accessListsOver(
     control.state,
@@ -269,14 +186,12 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     claims: config.auth.claims,
     now,
   });
-  const authenticator = createAuthenticator(verifier, lists);
-
-  // ── inbound limits ──
+  const { redis } = shared;
   const limiter = createInboundLimiter({
     perCredential: config.rateLimit.perCredential,
     perCompany: config.rateLimit.perCompany,
     replicas: config.rateLimit.replicas,
-    liveReplicas,
+    liveReplicas: shared.liveReplicas,
     redis:
       redis === undefined
         ? undefined
@@ -288,14 +203,13 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           },
     now,
   });
+  return { lists, verifier, authenticator: createAuthenticator(verifier, lists), limiter };
+}
 
-  // ── authorise ──
-  const authorization = { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule };
-
-  // ── the cache, and the origin it fetches through: the upstream behind its guard ──
-  const policies = new CachePolicies(config.cache, control.overrides());
-  control.onOverridesChange((overrides) => policies.setOverrides(overrides));
-  const cache = createCacheParts(config, redis, cacheHealth, now, logger);
+/** The upstream behind its guard: the company's 429 pause, the circuit breaker, the budget. */
+function wireUpstream(base: Base, shared: Shared, control: OperatorControl) {
+  const { options, config, logger, now, metrics } = base;
+  const { redis, cacheHealth } = shared;
   const upstream = createUpstreamClient({
     url: options.upstreamUrl,
     timeoutMs: config.upstream.timeout * 1000,
@@ -320,7 +234,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     maxConcurrent: config.upstream.maxConcurrent,
     maxPerSecond: config.upstream.maxPerSecond,
     replicas: config.rateLimit.replicas,
-    liveReplicas,
+    liveReplicas: shared.liveReplicas,
     holdMs: config.upstream.timeout * 1000,
     cutOff: config.upstream.budgetCutOff,
     redis: redis === undefined ? undefined : { ...redis.budget, prefix: config.cache.keyPrefix },
@@ -331,8 +245,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     },
   });
   const origin = guardOrigin(createUpstreamOrigin(upstream), {
-    // An upstream 401 for a token the proxy accepted revokes it in the proxy too
-    // (docs/credentials.md).
+    // An upstream 401 for a token the proxy accepted revokes it in the proxy too (docs/credentials.md).
     onUpstreamUnauthorized: ({ principal }) => {
       const { kind, value } = tokenRevocation(principal);
       void control.revoke(kind, value, principal.expiresAt).then((sharedNow) => {
@@ -346,6 +259,22 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     metrics,
     now,
   });
+  const passthrough: Passthrough | undefined = config.upstream.passthrough
+    ? createPassthrough({
+        url: options.upstreamUrl,
+        timeoutMs: config.upstream.timeout * 1000,
+        maxSockets: config.upstream.maxConcurrent,
+      })
+    : undefined;
+  return { upstream, breaker, budget, origin, passthrough };
+}
+
+/** The cache, with the origin it fetches through, under the policies in force. */
+function wireReads(base: Base, shared: Shared, control: OperatorControl, origin: Origin) {
+  const { options, config, logger, now, metrics } = base;
+  const policies = new CachePolicies(config.cache, control.overrides());
+  control.onOverridesChange((overrides) => policies.setOverrides(overrides));
+  const cache = createCacheParts(config, shared.redis, shared.cacheHealth, now, logger);
   const reads = createReadService({
     store: cache.store,
     l1: cache.l1,
@@ -362,25 +291,31 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     now,
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
-  const passthrough: Passthrough | undefined = config.upstream.passthrough
-    ? createPassthrough({
-        url: options.upstreamUrl,
-        timeoutMs: config.upstream.timeout * 1000,
-        maxSockets: config.upstream.maxConcurrent,
-      })
-    : undefined;
+  return { policies, cache, reads };
+}
 
-  // ── the planes ──
-  const requestLog = createRequestLog(logger);
+/** The data plane, with the Express fallback behind it, on the client port. */
+function clientServer(
+  { options, config, logger, metrics }: Base,
+  parts: {
+    readonly credentials: ReturnType<typeof wireCredentials>;
+    readonly reads: ReadService;
+    readonly passthrough: Passthrough | undefined;
+    readonly lifecycle: ReplicaLifecycle;
+    readonly httpLog: ReturnType<typeof createHttpLog>;
+    readonly requestLog: RequestLog;
+  },
+): Server {
+  const { credentials, lifecycle, httpLog, requestLog } = parts;
   const dataPlane = createDataPlane({
-    authenticator,
-    limiter,
-    lists,
-    policy: authorization,
-    reads,
+    authenticator: credentials.authenticator,
+    limiter: credentials.limiter,
+    lists: credentials.lists,
+    policy: { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule },
+    reads: parts.reads,
     log: requestLog,
     metrics,
-    yieldUnknownResources: passthrough !== undefined,
+    yieldUnknownResources: parts.passthrough !== undefined,
     tracing: options.tracing,
     // The message and the stack's first frames: a library error may carry a payload or a key.
     onDefect: (error) =>
@@ -394,65 +329,124 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
         'defect',
       ),
   });
-  // One request-log middleware for both Express planes.
-  const httpLog = createHttpLog(logger);
-  const fallback = createFallbackApp(passthrough?.handler, httpLog);
-  const serverLogs = { httpLog, requestLog };
-  /** Starting until both ports listen; draining from the first step of `close` (docs/operations.md#reload-start-and-shutdown). */
-  let phase: Phase = 'starting';
-  /** Set by `close` before its delay: readiness fails while the client port still serves. */
-  let leaving = false;
-  /** Requests on the client port not yet answered (or abandoned): a response closes exactly once. */
-  let inFlight = 0;
-  const requestClosed = (): void => {
-    inFlight -= 1;
-  };
-  const server = createHttpServer(
+  const fallback = createFallbackApp(parts.passthrough?.handler, httpLog);
+  return createHttpServer(
     function handleRequest(req, res) {
-      inFlight += 1;
-      res.on('close', requestClosed);
       // The listener is closed while draining; a request on a kept-alive connection still arrives.
-      if (phase === 'draining') return refuseWhileDraining(req, res);
+      if (!lifecycle.admit(req, res)) return;
       if (!dataPlane(req, res)) fallback(req, res);
     },
-    serverLogs,
+    { httpLog, requestLog },
     { keepAliveTimeout: 65_000, requestTimeout: 60_000 },
   );
+}
 
-  let currentConfig = config;
-  const adminServer = createHttpServer(
+/**
+ * Builds every part, in the order a request meets them (docs/architecture.md#the-request-flow):
+ * the shared infrastructure (metrics, Redis, the operator state), then authentication, the inbound
+ * limits, authorisation, the cache with the origin it fetches through (the upstream, behind its
+ * guard), and the planes on top; then the lifecycle (start, reload, drain).
+ */
+export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
+  const { config, logger } = options;
+  const now = options.now ?? Date.now;
+  // No log line may hold the admin token, wherever a client puts it (docs/operations.md#logs).
+  if (options.adminToken !== undefined) registerSecret(options.adminToken);
+  const lifecycle = new ReplicaLifecycle();
+  const configInForce = new ConfigInForce(config);
+  // Read on each scrape only, once everything below exists.
+  const redisShared = isSharedRedis(options.redis);
+  const metrics = createMetrics({
+    circuitState: () => upstream.breaker.state,
+    redisUp: redisShared ? () => shared.cacheHealth?.state() !== 'down' : undefined,
+    ...(options.processMetrics === false && { processMetrics: false }),
+    inFlightRequests: () => lifecycle.inFlight,
+    cacheFootprint: () => cached.cache.footprint(),
+    redisDownSeconds: redisShared ? () => shared.redisDownSeconds?.() ?? 0 : undefined,
+    operatorStateAgeSeconds: redisShared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
+    budgetMode: { modes: BUDGET_MODES, current: () => upstream.budget.mode() },
+  });
+  const base: Base = { options, config, logger, now, metrics };
+  const shared = connectShared(base);
+  const control = createControl(base, shared);
+  const credentials = wireCredentials(base, shared, control);
+  const upstream = wireUpstream(base, shared, control);
+  const cached = wireReads(base, shared, control, upstream.origin);
+  // The re-read file's cache policies (run-time overrides stay on top), and the upstream budget's
+  // limits for this replica's calls (every replica reloads the same file: docs/limits.md#the-upstream-budget).
+  configInForce.onReload((file) => cached.policies.setConfig(file.cache));
+  configInForce.onReload((file, before) => {
+    if (
+      file.upstream.maxConcurrent !== before.upstream.maxConcurrent ||
+      file.upstream.maxPerSecond !== before.upstream.maxPerSecond
+    )
+      upstream.budget.apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond });
+  });
+
+  // ── the planes ──
+  const requestLog = createRequestLog(logger);
+  // One request-log middleware for both Express planes.
+  const httpLog = createHttpLog(logger);
+  const server = clientServer(base, {
+    credentials,
+    reads: cached.reads,
+    passthrough: upstream.passthrough,
+    lifecycle,
+    httpLog,
+    requestLog,
+  });
+  const wired: Wired = { base, lifecycle, configInForce, shared, control, credentials, upstream, cached };
+  const adminServer = adminPlaneServer(wired, httpLog, requestLog);
+  const servers = { server, adminServer };
+
+  return {
+    server,
+    adminServer,
+    control,
+    lists: credentials.lists,
+    policies: cached.policies,
+    store: cached.cache.store,
+    reads: cached.reads,
+    listen: (listen) => startServing(wired, servers, listen),
+    reload: (file) => configInForce.reload(file),
+    close: (closeOptions = {}) => stopServing(wired, servers, closeOptions),
+  };
+}
+
+/** Every part a running replica holds, for the planes and the lifecycle. */
+interface Wired {
+  readonly base: Base;
+  readonly lifecycle: ReplicaLifecycle;
+  readonly configInForce: ConfigInForce;
+  readonly shared: Shared;
+  readonly control: OperatorControl;
+  readonly credentials: ReturnType<typeof wireCredentials>;
+  readonly upstream: ReturnType<typeof wireUpstream>;
+  readonly cached: ReturnType<typeof wireReads>;
+}
+
+interface Servers {
+  readonly server: Server;
+  readonly adminServer: Server;
+}
+
+/** The admin plane on its own port: health, readiness, metrics and (with `ADMIN_TOKEN`) the operator API. */
+function adminPlaneServer(wired: Wired, httpLog: ReturnType<typeof createHttpLog>, requestLog: RequestLog): Server {
+  const { base, lifecycle, configInForce, shared, control, credentials, upstream, cached } = wired;
+  const { options, config, metrics, now } = base;
+  return createHttpServer(
     createAdminApp({
-      readiness: {
-        phase() {
-          if (leaving) return 'draining';
-          if (phase === 'ready' && !lists.areKnown()) return 'unconfirmed';
-          // Opt-in (control.maxStaleness): a replica that cannot confirm its operator state leaves
-          // the load balancer to the replicas that can (docs/scaling-out.md#the-operator-state-and-what-survives-what).
-          const { ageMs } = control.status();
-          const maxStaleness = currentConfig.control.maxStaleness;
-          return phase === 'ready' && maxStaleness > 0 && ageMs !== undefined && ageMs > maxStaleness * 1000
-            ? 'stale'
-            : phase;
-        },
-        components() {
-          const status = control.status();
-          return {
-            upstream: breaker.state === 'closed' ? 'ok' : `breaker ${breaker.state}`,
-            // Where upstream slots come from (src/limits/budget-mode.ts).
-            upstream_budget: budget.mode(),
-            cache: cache.store.kind,
-            redis: cacheHealth?.state() ?? 'none',
-            // Each replica's share while Redis is unusable is 1 / this.
-            replicas: replicaCount?.current() ?? config.rateLimit.replicas,
-            operator_state: {
-              shared: status.shared,
-              confirmed: status.confirmed,
-              entries: status.entries,
-              ...(status.ageMs !== undefined && { age_seconds: Math.floor(status.ageMs / 1000) }),
-            },
-          };
-        },
-      },
+      readiness: readinessOf({
+        lifecycle,
+        lists: credentials.lists,
+        control,
+        config: configInForce,
+        breaker: upstream.breaker,
+        budget: upstream.budget,
+        store: cached.cache.store,
+        cacheHealth: shared.cacheHealth,
+        replicas: () => shared.replicaCount?.current() ?? config.rateLimit.replicas,
+      }),
       metrics,
       log: httpLog,
       operator:
@@ -460,80 +454,69 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
           ? undefined
           : {
               token: options.adminToken,
-              config: () => currentConfig,
-              policies,
-              reads,
+              config: () => configInForce.current,
+              policies: cached.policies,
+              reads: cached.reads,
               control,
               now,
             },
     }),
-    serverLogs,
+    { httpLog, requestLog },
   );
+}
 
-  return {
-    server,
-    adminServer,
-    control,
-    lists,
-    policies,
-    store: cache.store,
-    reads,
-    async listen(listen) {
-      // The admin port first: an orchestrator's readiness probe sees 503 `starting`, not nothing,
-      // while the start waits (boundedly) for Redis and reads the shared operator state.
-      const adminPort =
-        listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
-      if (adminPort !== undefined) listen.onAdminListening?.(adminPort);
-      const startedWaiting = performance.now();
-      await redis?.ready(REDIS_START_WAIT_MS);
-      await control.sync();
-      // The upstream budget's shared ledger answering before any request, so that the first misses
-      // do not wait for it (a replica cut off from it starts nothing until it may take its share:
-      // src/limits/budget-mode.ts). Within the same bound as the wait for Redis.
-      await budget.whenShared(REDIS_START_WAIT_MS - (performance.now() - startedWaiting));
-      const port = await listenOn(server, listen.port, listen.host);
-      phase = 'ready';
-      return { port, adminPort };
-    },
-    reload(file) {
-      const changed = changedPaths(currentConfig, file);
-      // The cache policies (run-time overrides stay on top), and the upstream budget's limits for
-      // this replica's calls (every replica reloads the same file: docs/limits.md#the-upstream-budget).
-      policies.setConfig(file.cache);
-      if (
-        file.upstream.maxConcurrent !== currentConfig.upstream.maxConcurrent ||
-        file.upstream.maxPerSecond !== currentConfig.upstream.maxPerSecond
-      ) {
-        budget.apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond });
-      }
-      currentConfig = file;
-      return changed.filter(
-        (path) => !RELOADABLE.some((reloadable) => path === reloadable || path.startsWith(`${reloadable}.`)),
-      );
-    },
-    async close(closeOptions = {}) {
-      // Readiness fails first; the API port serves on through the delay (the load balancer's
-      // time to notice), then stops accepting and its in-flight requests end (or are cut at the
-      // bound); the admin port goes last, so `/readyz` answers 503 meanwhile.
-      leaving = true;
-      const delayMs = closeOptions.delayMs ?? 0;
-      if (delayMs > 0) {
-        logger.info({ delayMs }, 'readiness off; serving until the drain');
-        await new Promise((resolve) => setTimeout(resolve, delayMs));
-      }
-      logger.info({ drainMs: closeOptions.drainMs }, 'draining');
-      phase = 'draining';
-      await closeServer(server, closeOptions.drainMs);
-      await closeServer(adminServer, 1_000);
-      passthrough?.close();
-      verifier.close();
-      control.close();
-      await replicaCount?.close();
-      budget.close();
-      await cache.coordinator.close();
-      await cache.store.close();
-      redis?.close();
-      await upstream.close();
-    },
-  };
+/**
+ * The start: the admin port first, so that an orchestrator's readiness probe sees 503 `starting`,
+ * not nothing, while the start waits (boundedly) for Redis and reads the shared operator state.
+ */
+async function startServing(
+  { shared, control, upstream, lifecycle }: Wired,
+  { server, adminServer }: Servers,
+  listen: ListenOptions,
+): Promise<{ port: number; adminPort: number | undefined }> {
+  const adminPort =
+    listen.adminPort === undefined ? undefined : await listenOn(adminServer, listen.adminPort, listen.host);
+  if (adminPort !== undefined) listen.onAdminListening?.(adminPort);
+  const startedWaiting = performance.now();
+  await shared.redis?.ready(REDIS_START_WAIT_MS);
+  await control.sync();
+  // The upstream budget's shared ledger answering before any request, so that the first misses
+  // do not wait for it (a replica cut off from it starts nothing until it may take its share:
+  // src/limits/budget-mode.ts). Within the same bound as the wait for Redis.
+  await upstream.budget.whenShared(REDIS_START_WAIT_MS - (performance.now() - startedWaiting));
+  const port = await listenOn(server, listen.port, listen.host);
+  lifecycle.markReady();
+  return { port, adminPort };
+}
+
+/**
+ * The shutdown: readiness fails first; the API port serves on through the delay (the load
+ * balancer's time to notice), then stops accepting and its in-flight requests end (or are cut at
+ * the bound); the admin port goes last, so `/readyz` answers 503 meanwhile.
+ */
+async function stopServing(
+  wired: Wired,
+  { server, adminServer }: Servers,
+  closeOptions: { readonly drainMs?: number; readonly delayMs?: number },
+): Promise<void> {
+  const { base, lifecycle, shared, control, credentials, upstream, cached } = wired;
+  lifecycle.leave();
+  const delayMs = closeOptions.delayMs ?? 0;
+  if (delayMs > 0) {
+    base.logger.info({ delayMs }, 'readiness off; serving until the drain');
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+  }
+  base.logger.info({ drainMs: closeOptions.drainMs }, 'draining');
+  lifecycle.drain();
+  await closeServer(server, closeOptions.drainMs);
+  await closeServer(adminServer, 1_000);
+  upstream.passthrough?.close();
+  credentials.verifier.close();
+  control.close();
+  await shared.replicaCount?.close();
+  upstream.budget.close();
+  await cached.cache.coordinator.close();
+  await cached.cache.store.close();
+  shared.redis?.close();
+  await upstream.upstream.close();
 }

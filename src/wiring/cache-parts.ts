@@ -1,0 +1,72 @@
+/**
+ * The cache's parts, in process for one replica or shared through Redis: the store, the L1 in front
+ * of a remote store, the fill coordinator and the purge bus (docs/cache.md).
+ */
+import type { Logger } from 'pino';
+import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from '../cache/coordinator.js';
+import { L1Cache } from '../cache/l1.js';
+import { createMemoryStore } from '../cache/memory-store.js';
+import { type PurgeBus, createLocalPurgeBus, createRedisPurgeBus } from '../cache/purge-bus.js';
+import { createRedisStore } from '../cache/redis-store.js';
+import type { CacheStore } from '../cache/store.js';
+import type { FileConfig } from '../config/schema.js';
+import { errorFields } from '../observability/logger.js';
+import type { CacheFootprint } from '../observability/metrics.js';
+import type { RedisHealth, SharedRedis } from '../platform/redis.js';
+
+/** The cache's parts: in process for one replica, or shared through Redis. */
+export interface CacheParts {
+  readonly store: CacheStore;
+  readonly l1: L1Cache | undefined;
+  readonly coordinator: FillCoordinator;
+  readonly purges: PurgeBus;
+  /** What the in-process tiers hold (the L1 in front of Redis, or the single replica's store). */
+  readonly footprint: () => readonly CacheFootprint[];
+}
+
+export function createCacheParts(
+  config: FileConfig,
+  redis: SharedRedis | undefined,
+  health: RedisHealth | undefined,
+  now: () => number,
+  logger: Logger,
+): CacheParts {
+  if (redis === undefined || health === undefined) {
+    const store = createMemoryStore({ maxBytes: config.cache.memory.maxBytes, now });
+    return {
+      store,
+      l1: undefined,
+      coordinator: LOCAL_COORDINATOR,
+      purges: createLocalPurgeBus(),
+      footprint: () => (store.footprint === undefined ? [] : [{ tier: 'memory', ...store.footprint() }]),
+    };
+  }
+  const { client, subscriber } = redis;
+  const prefix = config.cache.keyPrefix;
+  const l1 = new L1Cache({ maxBytes: config.cache.l1.maxBytes, ttlMs: config.cache.l1.ttl * 1000 });
+  return {
+    store: createRedisStore({
+      client,
+      health,
+      prefix,
+      now,
+      onFailure: (operation) => logger.debug({ operation }, 'redis store operation failed'),
+    }),
+    l1,
+    coordinator: createRedisCoordinator({
+      client,
+      subscriber,
+      health,
+      channel: `${prefix}:fills`,
+      // A leader's lease outlives its longest upstream exchange; only a dead leader's expires.
+      leaseMs: config.upstream.timeout * 1000 + 2_000,
+    }),
+    purges: createRedisPurgeBus({
+      client,
+      subscriber,
+      channel: `${prefix}:purge`,
+      onError: (error) => logger.debug(errorFields(error), 'purge announcement failed'),
+    }),
+    footprint: () => [{ tier: 'l1', ...l1.footprint() }],
+  };
+}
