@@ -4,6 +4,7 @@
  * With `UPSTREAM_URL` set it needs a real key source and says which variables to set.
  */
 import { parseArgs } from 'node:util';
+import type { Logger } from 'pino';
 import type { KeySourceOptions } from './auth/key-source.js';
 import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from './cli/command-line.js';
 import { bannerLines, startFacts } from './cli/start-banner.js';
@@ -58,51 +59,169 @@ function fail(message: string): never {
   process.exit(USAGE_EXIT_CODE);
 }
 
-async function main(): Promise<void> {
-  parseCommandLine(PROXY_COMMAND, (args) =>
-    parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }),
-  );
-  let config: Config;
+function readConfig(): Config {
   try {
-    config = loadConfig(process.env);
+    return loadConfig(process.env);
   } catch (error) {
     if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
     throw error;
   }
-  const logger = createLogger(config.env.logLevel);
-  let keys = keysFrom(config);
-  let upstreamUrl = config.env.upstreamUrl;
-  let sandbox: Sandbox | undefined;
-  if (upstreamUrl === undefined) {
-    keys ??= { kind: 'secret', secret: DEV_SECRET };
-    sandbox = createSandbox({
-      keys,
-      ...(config.env.jwtIssuer !== undefined && { issuer: config.env.jwtIssuer }),
-      ...(config.env.jwtAudience !== undefined && { audience: config.env.jwtAudience }),
+}
+
+/** The upstream and its key source: the one configured, or the embedded sandbox on a loopback port. */
+async function upstreamOf(
+  config: Config,
+): Promise<{ readonly upstreamUrl: string; readonly keys: KeySourceOptions; readonly sandbox: Sandbox | undefined }> {
+  const keys = keysFrom(config);
+  const upstreamUrl = config.env.upstreamUrl;
+  if (upstreamUrl !== undefined) {
+    if (keys === undefined)
+      fail(`UPSTREAM_URL is set, so tokens must be verified with a real key: set ${KEY_VARIABLES}.`);
+    return { upstreamUrl, keys, sandbox: undefined };
+  }
+  const sandboxKeys = keys ?? { kind: 'secret', secret: DEV_SECRET };
+  const sandbox = createSandbox({
+    keys: sandboxKeys,
+    ...(config.env.jwtIssuer !== undefined && { issuer: config.env.jwtIssuer }),
+    ...(config.env.jwtAudience !== undefined && { audience: config.env.jwtAudience }),
+  });
+  return { upstreamUrl: await sandbox.listen(0, '127.0.0.1'), keys: sandboxKeys, sandbox };
+}
+
+/** Only with an OTLP endpoint: otherwise the SDK is never loaded (docs/operations.md#tracing). */
+async function tracingOf(config: Config, logger: Logger): Promise<TracingRuntime | undefined> {
+  if (config.env.tracing === undefined) return undefined;
+  try {
+    return await startTracing({
+      ...config.env.tracing,
+      onDiagnostic: (message) => logger.warn({ otel: message }, 'tracing'),
     });
-    upstreamUrl = await sandbox.listen(0, '127.0.0.1');
-  } else if (keys === undefined) {
-    fail(`UPSTREAM_URL is set, so tokens must be verified with a real key: set ${KEY_VARIABLES}.`);
+  } catch (error) {
+    fail(`cannot start tracing: ${error instanceof Error ? error.message : String(error)}`);
   }
+}
 
-  // Only with an OTLP endpoint: otherwise the SDK is never loaded (docs/operations.md#tracing).
-  let tracing: TracingRuntime | undefined;
-  if (config.env.tracing !== undefined) {
-    try {
-      tracing = await startTracing({
-        ...config.env.tracing,
-        onDiagnostic: (message) => logger.warn({ otel: message }, 'tracing'),
+async function listen(app: ProxyApp, config: Config, logger: Logger): Promise<Awaited<ReturnType<ProxyApp['listen']>>> {
+  try {
+    return await app.listen({
+      port: config.env.port,
+      host: config.env.host,
+      adminPort: config.env.adminPort,
+      onAdminListening: (adminPort) => logger.info({ adminPort }, 'admin port listening; starting'),
+    });
+  } catch (error) {
+    const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
+    fail(
+      code === 'EADDRINUSE'
+        ? `a port is already in use: set PORT (${config.env.port}) or ADMIN_PORT (${config.env.adminPort})`
+        : `cannot listen: ${String(error)}`,
+    );
+  }
+}
+
+/** The embedded default prints a banner with a development token and a `curl` line; else one log line. */
+async function announce(
+  config: Config,
+  logger: Logger,
+  facts: ReturnType<typeof startFacts>,
+  upstream: Awaited<ReturnType<typeof upstreamOf>>,
+): Promise<void> {
+  if (upstream.sandbox === undefined) {
+    const { url: _url, ...fields } = facts;
+    logger.info(fields, 'slab-ops-proxy listening');
+    return;
+  }
+  const { keys } = upstream;
+  const token =
+    keys.kind === 'secret'
+      ? await mintDevToken({
+          company: 1,
+          secret: keys.secret,
+          ...(config.env.jwtIssuer !== undefined && { issuer: config.env.jwtIssuer }),
+          ...(config.env.jwtAudience !== undefined && { audience: config.env.jwtAudience }),
+        })
+      : undefined;
+  process.stdout.write(
+    `${[
+      '',
+      ...bannerLines(facts),
+      ...(token === undefined
+        ? ['mint tokens with your own key: the embedded sandbox verifies them with the key source you set']
+        : [
+            'development token (company 1, every permission, valid 24 h):',
+            `  ${token}`,
+            'try:',
+            `  curl -s -H 'Authorization: Bearer ${token}' '${facts.url}/api/slab/v1/operations/receipts?per_page=2'`,
+          ]),
+      '',
+    ].join('\n')}\n`,
+  );
+}
+
+/**
+ * SIGTERM and SIGINT: SHUTDOWN_DELAY_SECONDS, then DRAIN_SECONDS; a shutdown still running after
+ * both and a margin (a hung close) exits with 1 rather than never. SIGHUP: nginx's reload, the file
+ * is read again; a bad one changes nothing and says why.
+ */
+function handleSignals(
+  app: ProxyApp,
+  config: Config,
+  logger: Logger,
+  after: { readonly sandbox: Sandbox | undefined; readonly tracing: TracingRuntime | undefined },
+): void {
+  const plan = shutdownPlan(config.env);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, delayMs: plan.delayMs, drainMs: plan.drainMs }, 'shutting down');
+    const forced = setTimeout(() => {
+      logger.error({ signal }, 'shutdown did not finish in time');
+      logger.flush();
+      process.exit(1);
+    }, plan.limitMs);
+    forced.unref();
+    void app
+      .close({ drainMs: plan.drainMs, delayMs: plan.delayMs })
+      .then(() => after.sandbox?.close())
+      // The spans of the last requests, exported before the exit (bounded: a collector that is
+      // down cannot hold the shutdown).
+      .then(() => after.tracing?.shutdown())
+      .then(() => {
+        logger.info({ signal }, 'stopped');
+        logger.flush();
+        process.exit(0);
       });
+  };
+  const reload = (): void => {
+    let next: Config;
+    try {
+      next = loadConfig(process.env);
     } catch (error) {
-      fail(`cannot start tracing: ${error instanceof Error ? error.message : String(error)}`);
+      logger.error(errorFields(error), 'config reload refused; the running settings stay');
+      return;
     }
-  }
+    const needsRestart = app.reload(next.file);
+    logger.info({ configFile: next.env.configFile, needsRestart }, 'config reloaded');
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', reload);
+}
 
+async function main(): Promise<void> {
+  parseCommandLine(PROXY_COMMAND, (args) =>
+    parseArgs({ args, options: STANDARD_OPTIONS, strict: true, allowPositionals: false }),
+  );
+  const config = readConfig();
+  const logger = createLogger(config.env.logLevel);
+  const upstream = await upstreamOf(config);
+  const tracing = await tracingOf(config, logger);
   let app: ProxyApp;
   try {
     app = await createProxyApp({
-      upstreamUrl,
-      keys,
+      upstreamUrl: upstream.upstreamUrl,
+      keys: upstream.keys,
       issuer: config.env.jwtIssuer,
       audience: config.env.jwtAudience,
       config: config.file,
@@ -118,108 +237,23 @@ async function main(): Promise<void> {
   } catch (error) {
     fail(`cannot start: ${messageOf(error)}`);
   }
-  let ports: Awaited<ReturnType<ProxyApp['listen']>>;
-  try {
-    ports = await app.listen({
-      port: config.env.port,
-      host: config.env.host,
-      adminPort: config.env.adminPort,
-      onAdminListening: (adminPort) => logger.info({ adminPort }, 'admin port listening; starting'),
-    });
-  } catch (error) {
-    const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
-    fail(
-      code === 'EADDRINUSE'
-        ? `a port is already in use: set PORT (${config.env.port}) or ADMIN_PORT (${config.env.adminPort})`
-        : `cannot listen: ${String(error)}`,
-    );
-  }
-
+  const ports = await listen(app, config, logger);
   const facts = startFacts({
     env: config.env,
     rawEnv: process.env,
     port: ports.port,
     adminPort: ports.adminPort,
-    upstreamUrl,
-    embeddedSandbox: sandbox !== undefined,
+    upstreamUrl: upstream.upstreamUrl,
+    embeddedSandbox: upstream.sandbox !== undefined,
     storeKind: app.store.kind,
   });
-  if (sandbox !== undefined) {
-    const token =
-      keys.kind === 'secret'
-        ? await mintDevToken({
-            company: 1,
-            secret: keys.secret,
-            ...(config.env.jwtIssuer !== undefined && { issuer: config.env.jwtIssuer }),
-            ...(config.env.jwtAudience !== undefined && { audience: config.env.jwtAudience }),
-          })
-        : undefined;
-    process.stdout.write(
-      `${[
-        '',
-        ...bannerLines(facts),
-        ...(token === undefined
-          ? ['mint tokens with your own key: the embedded sandbox verifies them with the key source you set']
-          : [
-              'development token (company 1, every permission, valid 24 h):',
-              `  ${token}`,
-              'try:',
-              `  curl -s -H 'Authorization: Bearer ${token}' '${facts.url}/api/slab/v1/operations/receipts?per_page=2'`,
-            ]),
-        '',
-      ].join('\n')}\n`,
-    );
-  } else {
-    const { url: _url, ...fields } = facts;
-    logger.info(fields, 'slab-ops-proxy listening');
-  }
-
-  // SHUTDOWN_DELAY_SECONDS, then DRAIN_SECONDS; a shutdown still running after both and a margin
-  // (a hung close) exits with 1 rather than never.
-  const plan = shutdownPlan(config.env);
-  let stopping = false;
-  const stop = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal, delayMs: plan.delayMs, drainMs: plan.drainMs }, 'shutting down');
-    const forced = setTimeout(() => {
-      logger.error({ signal }, 'shutdown did not finish in time');
-      logger.flush();
-      process.exit(1);
-    }, plan.limitMs);
-    forced.unref();
-    void app
-      .close({ drainMs: plan.drainMs, delayMs: plan.delayMs })
-      .then(() => sandbox?.close())
-      // The spans of the last requests, exported before the exit (bounded: a collector that is
-      // down cannot hold the shutdown).
-      .then(() => tracing?.shutdown())
-      .then(() => {
-        logger.info({ signal }, 'stopped');
-        logger.flush();
-        process.exit(0);
-      });
-  };
-  // nginx's reload: the file is read again; a bad one changes nothing and says why.
-  const reload = (): void => {
-    let next: Config;
-    try {
-      next = loadConfig(process.env);
-    } catch (error) {
-      logger.error(errorFields(error), 'config reload refused; the running settings stay');
-      return;
-    }
-    const needsRestart = app.reload(next.file);
-    logger.info({ configFile: next.env.configFile, needsRestart }, 'config reloaded');
-  };
+  await announce(config, logger, facts, upstream);
   // A library that leaks a rejected promise must not stop a proxy that is serving: logged, loudly,
   // instead of Node's default exit.
   process.on('unhandledRejection', (reason) => {
     logger.error(errorFields(reason), 'unhandled rejection');
   });
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGHUP', reload);
+  handleSignals(app, config, logger, { sandbox: upstream.sandbox, tracing });
 }
 
 main().catch((error: unknown) => {
