@@ -10,7 +10,7 @@ import { createAuthenticator } from './auth/authenticate.js';
 import type { KeySourceOptions } from './auth/key-source.js';
 import { tokenRevocation } from './auth/principal.js';
 import { createTokenVerifier } from './auth/verify-token.js';
-import { type Phase, createAdminApp } from './planes/admin-app.js';
+import { type Phase, createAdminApp } from './planes/admin/admin-app.js';
 import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from './cache/coordinator.js';
 import { L1Cache } from './cache/l1.js';
 import { createMemoryStore } from './cache/memory-store.js';
