@@ -29,7 +29,7 @@ import { type RequestLog, createRequestLog, errorFields } from './observability/
 import { type Metrics, createMetrics } from './observability/metrics.js';
 import { registerSecret } from './observability/secrets.js';
 import type { Tracing } from './observability/tracing.js';
-import { createAdminApp } from './planes/admin-app.js';
+import { createAdminApp } from './planes/admin/admin-app.js';
 import { createDataPlane } from './planes/data/data-plane.js';
 import { createFallbackApp } from './planes/fallback-app.js';
 import { watchRedisDowntime } from './platform/redis-downtime.js';

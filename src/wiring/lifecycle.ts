@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ShuttingDownError } from '../errors/proxy-error.js';
 import { writeProblem } from '../http/problem.js';
 import { requestIdOf } from '../http/request-id.js';
-import type { Phase } from '../planes/admin-app.js';
+import type { Phase } from '../planes/admin/admin-app.js';
 
 /** The phases of the lifecycle itself; readiness adds its own (`unconfirmed`, `stale`). */
 export type LifecyclePhase = Extract<Phase, 'starting' | 'ready' | 'draining'>;

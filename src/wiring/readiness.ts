@@ -8,7 +8,7 @@ import type { CacheStore } from '../cache/store.js';
 import type { OperatorControl } from '../control/operator-control.js';
 import type { BudgetMode } from '../limits/budget-mode.js';
 import type { CircuitBreaker } from '../limits/circuit-breaker.js';
-import type { Readiness } from '../planes/admin-app.js';
+import type { Readiness } from '../planes/admin/admin-app.js';
 import type { RedisHealth } from '../platform/redis.js';
 import type { ConfigInForce } from './config-in-force.js';
 import type { ReplicaLifecycle } from './lifecycle.js';

@@ -21,7 +21,7 @@ import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Phase, createAdminApp } from '../../src/planes/admin-app.js';
+import { type Phase, createAdminApp } from '../../src/planes/admin/admin-app.js';
 import { ENV_VARIABLES, type EnvConfig, loadEnv, parseConfigText, shutdownPlan } from '../../src/config/load.js';
 import { unknownFieldErrors } from '../helpers/kubernetes-fields.js';
 import { type Manifest, renderKustomization } from '../helpers/kustomize.js';

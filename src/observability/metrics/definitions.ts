@@ -1,0 +1,197 @@
+/**
+ * Every metric the proxy exports (docs/operations.md#metrics): its name, help text, labels, buckets,
+ * and the series that exist from the start. The counters start each known series at zero, so that
+ * rates and ratios exist before the first event; the gauges are read at each scrape from what the
+ * app passes in.
+ */
+import { RESOURCE_NAMES } from '../../catalog/resources.js';
+import { PACKAGE_VERSION } from '../../platform/package.js';
+
+export interface CounterDefinition<L extends string> {
+  readonly name: string;
+  readonly help: string;
+  readonly labelNames: readonly L[];
+  /** The label values, in `labelNames` order, of each series that starts at zero. */
+  readonly zeroes?: readonly (readonly string[])[];
+}
+
+export interface HistogramDefinition<L extends string> {
+  readonly name: string;
+  readonly help: string;
+  readonly labelNames?: readonly L[];
+  readonly buckets: readonly number[];
+}
+
+/** What an in-process cache tier holds: the L1 in front of Redis, or the store of a single replica. */
+export interface CacheFootprint {
+  readonly tier: 'l1' | 'memory';
+  readonly entries: number;
+  readonly bytes: number;
+}
+
+/** What the gauges read at each scrape; a gauge that nothing feeds is absent (but for the breaker's). */
+export interface ScrapeSources {
+  /** Read on each scrape: 0 closed, 1 half-open, 2 open. */
+  readonly circuitState?: () => 'closed' | 'half-open' | 'open';
+  /** Read on each scrape: true when the shared Redis is connected. Without Redis, omitted. */
+  readonly redisUp?: (() => boolean) | undefined;
+  /** Read on each scrape: requests on the client port not yet answered. */
+  readonly inFlightRequests?: () => number;
+  /** Read on each scrape: entries and bytes of each in-process cache tier. */
+  readonly cacheFootprint?: () => readonly CacheFootprint[];
+  /** Read on each scrape: seconds since this replica last confirmed its operator state with Redis. */
+  readonly operatorStateAgeSeconds?: (() => number) | undefined;
+  /** Read on each scrape: seconds this replica has been without a usable Redis, 0 when connected. */
+  readonly redisDownSeconds?: (() => number) | undefined;
+  /** Read on each scrape: where the upstream budget's slots come from now, of the modes it has. */
+  readonly budgetMode?: { readonly modes: readonly string[]; readonly current: () => string } | undefined;
+}
+
+/** What a gauge shows at a scrape: one value, or a value for each label set (values in `labelNames` order). */
+export type GaugeReading = number | ReadonlyArray<readonly [labels: readonly string[], value: number]>;
+
+export interface GaugeDefinition {
+  readonly name: string;
+  readonly help: string;
+  readonly labelNames?: readonly string[];
+  /** How the gauge reads the app at a scrape; undefined when nothing feeds it: the gauge is absent. */
+  readonly read: (sources: ScrapeSources) => (() => GaugeReading) | undefined;
+}
+
+/** Latency buckets, seconds: a hit is tens of microseconds, a miss is the upstream's time. */
+const REQUEST_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
+const UPSTREAM_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+const CIRCUIT_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
+
+export const REQUESTS = {
+  name: 'slab_proxy_requests_total',
+  help: 'Requests answered on the API port, by resource, status and cache result.',
+  labelNames: ['resource', 'status', 'cache'],
+} as const satisfies CounterDefinition<string>;
+
+export const REQUEST_SECONDS = {
+  name: 'slab_proxy_request_duration_seconds',
+  help: 'Time from the request to its answer, by cache result.',
+  buckets: REQUEST_BUCKETS,
+} as const satisfies HistogramDefinition<string>;
+
+export const UPSTREAM_REQUESTS = {
+  name: 'slab_proxy_upstream_requests_total',
+  help: 'Requests sent to the system of record, by resource and status (error: no usable answer).',
+  labelNames: ['resource', 'status'],
+  zeroes: RESOURCE_NAMES.map((resource) => [resource, '200']),
+} as const satisfies CounterDefinition<string>;
+
+export const UPSTREAM_SECONDS = {
+  name: 'slab_proxy_upstream_duration_seconds',
+  help: 'Time of each upstream exchange, by resource.',
+  labelNames: ['resource'],
+  buckets: UPSTREAM_BUCKETS,
+} as const satisfies HistogramDefinition<string>;
+
+export const UPSTREAM_REFUSALS = {
+  name: 'slab_proxy_upstream_refusals_total',
+  help: 'Fills not sent to the upstream: budget (no slot in time), breaker (open), paused (after its 429).',
+  labelNames: ['reason'],
+  zeroes: [['budget'], ['breaker'], ['paused']],
+} as const satisfies CounterDefinition<string>;
+
+export const COALESCED_WAITS = {
+  name: 'slab_proxy_coalesced_waits_total',
+  help: "Requests answered by another request's fill: in this process, or another replica's.",
+  labelNames: ['scope'],
+  zeroes: [['process'], ['replicas']],
+} as const satisfies CounterDefinition<string>;
+
+export const RATE_LIMITED = {
+  name: 'slab_proxy_rate_limited_total',
+  help: 'Answers 429, by the policy that refused: credential, company, or upstream (its own 429 or pause).',
+  labelNames: ['policy'],
+  zeroes: [['credential'], ['company'], ['upstream']],
+} as const satisfies CounterDefinition<string>;
+
+export const REDIS_ERRORS = {
+  name: 'slab_proxy_redis_errors_total',
+  help: 'Redis commands that failed or timed out, by component.',
+  labelNames: ['component'],
+  zeroes: [['cache'], ['limits'], ['budget'], ['control']],
+} as const satisfies CounterDefinition<string>;
+
+export const L1_LOOKUPS = {
+  name: 'slab_proxy_l1_lookups_total',
+  help: 'In-process (L1) lookups by result; hit ratio = hit / (hit + miss).',
+  labelNames: ['result'],
+  zeroes: [['hit'], ['miss']],
+} as const satisfies CounterDefinition<string>;
+
+export const STORE_LOOKUPS = {
+  name: 'slab_proxy_store_lookups_total',
+  help: 'Shared store lookups by result: hit (fresh), stale, miss, unavailable (Redis failing).',
+  labelNames: ['result'],
+  zeroes: [['hit'], ['stale'], ['miss'], ['unavailable']],
+} as const satisfies CounterDefinition<string>;
+
+/** A gauge per in-process cache tier, of what `read` takes from its footprint. */
+function tierGauge(name: string, what: string, read: (tier: CacheFootprint) => number): GaugeDefinition {
+  return {
+    name,
+    help: `${what} held by an in-process cache tier: l1 (in front of Redis) or memory (the single-replica store).`,
+    labelNames: ['tier'],
+    read: ({ cacheFootprint }) =>
+      cacheFootprint && (() => cacheFootprint().map((tier) => [[tier.tier], read(tier)] as const)),
+  };
+}
+
+/** The gauges, in the order a scrape shows them. */
+export const GAUGES: readonly GaugeDefinition[] = [
+  {
+    name: 'slab_proxy_upstream_circuit_state',
+    help: 'Upstream circuit breaker: 0 closed, 1 half-open, 2 open.',
+    read:
+      ({ circuitState }) =>
+      () =>
+        CIRCUIT_VALUE[circuitState?.() ?? 'closed'],
+  },
+  {
+    name: 'slab_proxy_redis_up',
+    help: 'The shared Redis: 1 connected and usable, 0 not.',
+    read: ({ redisUp }) => redisUp && (() => (redisUp() ? 1 : 0)),
+  },
+  {
+    name: 'slab_proxy_build_info',
+    help: 'Always 1; the labels say which build runs: the package version and the Node.js version.',
+    labelNames: ['version', 'node'],
+    read: () => () => [[[PACKAGE_VERSION, process.version], 1]],
+  },
+  {
+    name: 'slab_proxy_requests_in_flight',
+    help: 'Requests on the API port not yet answered.',
+    read: ({ inFlightRequests }) => inFlightRequests,
+  },
+  {
+    name: 'slab_proxy_operator_state_age_seconds',
+    help: 'Seconds since this replica last confirmed its operator state (TTL overrides, revocations, blocks) with Redis.',
+    read: ({ operatorStateAgeSeconds }) => operatorStateAgeSeconds,
+  },
+  {
+    name: 'slab_proxy_redis_down_seconds',
+    help: 'Seconds this replica has been without a usable Redis; 0 while connected.',
+    read: ({ redisDownSeconds }) => redisDownSeconds,
+  },
+  {
+    name: 'slab_proxy_upstream_budget_mode',
+    help: 'Where the upstream budget takes its slots from: 1 for the current mode (shared, closed, cut-off, local), 0 for the others.',
+    labelNames: ['mode'],
+    read: ({ budgetMode }) =>
+      budgetMode &&
+      (() => {
+        const current = budgetMode.current();
+        return budgetMode.modes.map((mode) => [[mode], mode === current ? 1 : 0] as const);
+      }),
+  },
+  tierGauge('slab_proxy_cache_entries', 'Entries', (tier) => tier.entries),
+  tierGauge('slab_proxy_cache_bytes', 'Bytes', (tier) => tier.bytes),
+];

@@ -1,0 +1,75 @@
+/**
+ * The admin plane on `ADMIN_PORT` (docs/operations.md#the-operator-api). Liveness, readiness, metrics and the
+ * client surface's OpenAPI description always; with `ADMIN_TOKEN` set, the operator API behind a
+ * bearer token compared in constant time: the effective settings, run-time TTL overrides, purges,
+ * revocations and blocks, each shared with every replica, and the lists of what is in force.
+ * Bodies must be JSON (415 otherwise) and are checked against a strict schema: a bad one is a
+ * problem+json 400 `invalid_body` whose `pointer` names the member (RFC 9457 §3).
+ *
+ * Each group of routes is its own module, given only the parts it uses; this one mounts them, the
+ * operator API behind its gate (operator-gate.ts), and answers what none of them took.
+ */
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { CachePolicies } from '../../cache/policy.js';
+import type { ReadService } from '../../cache/read-service.js';
+import type { FileConfig } from '../../config/schema.js';
+import type { OperatorControl } from '../../control/operator-control.js';
+import { InternalError, NotFoundError } from '../../errors/proxy-error.js';
+import { writeProblem } from '../../http/problem.js';
+import { requestIdOf } from '../../http/request-id.js';
+import type { Metrics } from '../../observability/metrics.js';
+import { blockRoutes } from './block-routes.js';
+import { documentRoutes } from './document-routes.js';
+import { type Readiness, healthRoutes } from './health-routes.js';
+import { bodyParserProblem, operatorGate } from './operator-gate.js';
+import { purgeRoutes } from './purge-routes.js';
+import { revocationRoutes } from './revocation-routes.js';
+import { settingsRoutes } from './settings-routes.js';
+
+export type { Phase, Readiness } from './health-routes.js';
+
+export interface OperatorApi {
+  readonly token: string;
+  readonly config: () => FileConfig;
+  readonly policies: CachePolicies;
+  readonly reads: ReadService;
+  readonly control: OperatorControl;
+  readonly now?: () => number;
+}
+
+export interface AdminAppOptions {
+  readonly readiness: Readiness;
+  readonly metrics: Pick<Metrics, 'render'>;
+  /** The operator API; without it only `/healthz`, `/readyz`, `/metrics` and `/openapi.json` exist. */
+  readonly operator?: OperatorApi | undefined;
+  /** The request log middleware (pino-http), first in line. */
+  readonly log?: ((req: Request, res: Response, next: NextFunction) => void) | undefined;
+}
+
+export function createAdminApp(options: AdminAppOptions): Express {
+  const { operator } = options;
+  const app = express();
+  app.disable('x-powered-by');
+  if (options.log !== undefined) app.use(options.log);
+  healthRoutes(app, options.readiness);
+  documentRoutes(app, options.metrics);
+  if (operator !== undefined) {
+    app.use('/admin', ...operatorGate(operator.token));
+    settingsRoutes(app, operator);
+    purgeRoutes(app, operator.reads);
+    revocationRoutes(app, operator.control, operator.now ?? Date.now);
+    blockRoutes(app, operator.control);
+  }
+  app.use(notFound);
+  app.use(onError);
+  return app;
+}
+
+function notFound(req: Request, res: Response): void {
+  writeProblem(res, new NotFoundError(), requestIdOf(req));
+}
+
+function onError(error: unknown, req: Request, res: Response, _next: NextFunction): void {
+  if (res.headersSent) return void res.destroy();
+  writeProblem(res, bodyParserProblem(error) ?? new InternalError(), requestIdOf(req));
+}
