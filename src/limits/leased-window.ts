@@ -113,8 +113,6 @@ export class LeasedWindow {
   readonly #health: Pick<RedisHealth, 'failed'>;
   readonly #replicas: () => number;
   readonly #now: () => number;
-  /** Whether leases are refilled ahead: only when batches exceed one point. */
-  readonly #refillsAhead: boolean;
   readonly #leases = new Map<string, Lease>();
   readonly #reserving = new Map<string, Promise<boolean>>();
   readonly #waiting = new Map<string, number>();
@@ -126,7 +124,6 @@ export class LeasedWindow {
     this.#health = options.health;
     this.#replicas = options.replicas;
     this.#now = options.now;
-    this.#refillsAhead = firstBatch(largestBatch(options.points, options.replicas())) > 1;
   }
 
   /** A count for the key: from its lease, or after reserving; `undefined` if Redis failed. */
@@ -147,8 +144,9 @@ export class LeasedWindow {
       // Not for a batch of one (an allowance under 16 points per replica): a point reserved
       // ahead and never spent here would be one refused elsewhere, a large share of so small an
       // allowance; and so small an allowance is never busy enough for the round trip to matter.
+      // The lease's own batch says which: it follows the replicas counted, as the points do.
       if (
-        this.#refillsAhead &&
+        lease.batch > 1 &&
         lease.left <= lease.refillBelow &&
         lease.reservedTotal < points &&
         !this.#reserving.has(key)

@@ -42,7 +42,7 @@ class CountInMemory implements SharedCount {
 
 function leased(
   points: number,
-  replicas: number,
+  replicas: number | (() => number),
 ): { window: LeasedWindow; count: CountInMemory; failures: () => number } {
   const clock = { now: 1_000_000 };
   const count = new CountInMemory(points, clock);
@@ -56,7 +56,7 @@ function leased(
         failures += 1;
       },
     },
-    replicas: () => replicas,
+    replicas: typeof replicas === 'number' ? () => replicas : replicas,
     now: () => clock.now,
   });
   return { window, count, failures: () => failures };
@@ -134,5 +134,24 @@ describe('LeasedWindow', () => {
     expect(await window.count('k')).toBeUndefined();
     expect(failures()).toBe(1);
     expect(await window.count('k')).toMatchObject({ consumed: 1 });
+  });
+
+  it('reserves ahead by the batch the replicas counted give, not by the replicas it started with', async () => {
+    // 60 points: batches of 3 for one replica, of one for 40. The replicas are counted after the start.
+    let replicas = 1;
+    const many = leased(60, () => replicas);
+    replicas = 40;
+    expect(await many.window.count('k')).toMatchObject({ consumed: 1 });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(many.count.reservations).toEqual([1]); // a batch of one: nothing reserved ahead
+    replicas = 40;
+    const few = leased(60, () => replicas);
+    replicas = 1;
+    expect(await few.window.count('k')).toMatchObject({ consumed: 1 });
+    expect(few.window.count('k')).toMatchObject({ consumed: 2 });
+    expect(few.window.count('k')).toMatchObject({ consumed: 3 }); // the last of the batch: the next is reserved
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(few.window.count('k')).toMatchObject({ consumed: 4 });
+    expect(few.count.reservations).toEqual([3, 3]);
   });
 });
