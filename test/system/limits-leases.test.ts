@@ -1,5 +1,5 @@
 /**
- * Leased points (src/limits/inbound.ts) on a real Redis: two replicas' limiters share one count.
+ * Leased points (src/limits/leased-window.ts) on a real Redis: two replicas' limiters share one count.
  * The total admitted never passes `points`; at most a batch per replica is lost to the other;
  * and most decisions need no Redis call at all.
  */

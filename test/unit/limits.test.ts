@@ -1,6 +1,6 @@
 /** The inbound limits' pure parts: header formats, the tighter policy, refusals, the local window. */
 import { describe, expect, it } from 'vitest';
-import { formatPolicyHeader, verdictOf } from '../../src/limits/inbound.js';
+import { formatPolicyHeader, verdictOf } from '../../src/limits/limit-verdict.js';
 import { LocalWindowLimiter } from '../../src/limits/local-window.js';
 
 const POLICY = formatPolicyHeader({ points: 600, duration: 60 }, { points: 3000, duration: 60 });

@@ -29,7 +29,8 @@ import {
   RateLimitedError,
 } from '../../errors/proxy-error.js';
 import { fieldLines, fieldValue } from '../../http/raw-headers.js';
-import type { InboundLimiter, LimitVerdict } from '../../limits/inbound.js';
+import type { InboundLimiter } from '../../limits/inbound.js';
+import type { LimitVerdict } from '../../limits/limit-verdict.js';
 import { clientTraceFields } from '../../observability/trace-context.js';
 import type { CanonicalMemo } from '../../request/memo.js';
 import { type AnswerRecorders, fail, finish, respond } from './answers.js';
