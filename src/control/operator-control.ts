@@ -241,9 +241,12 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
         await sync(); // writes everything back, this change included
         return !dirty.has(field);
       }
-      // Redis's stamp replaces this clock's, so that every copy holds the very same entry.
-      if (state.get(field) === local) state.replace(field, result.entry);
-      dirty.delete(field);
+      // Redis's stamp replaces this clock's, so that every copy holds the very same entry. A field
+      // changed again meanwhile stays pending: that later change has not reached Redis (it may never).
+      if (state.get(field) === local) {
+        state.replace(field, result.entry);
+        dirty.delete(field);
+      }
       if (known !== undefined && result.incarnation === known.incarnation && result.rev === known.rev + 1)
         known = { ...known, rev: result.rev };
       else void sync();
