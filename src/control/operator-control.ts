@@ -173,15 +173,17 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
       // Another incarnation, or fewer changes than this copy has seen: Redis lost some of them.
       await writeBack(redis, [...state.entries()], meta.incarnation);
     } else if (dirty.size > 0) {
-      const pending = [...dirty].map((field) => [field, state.get(field)] as const);
-      await writeBack(
-        redis,
-        pending
-          .filter((pair): pair is readonly [string, StateEntry] => pair[1] !== undefined)
-          .map(([field, entry]): [string, StateEntry] => [field, entry]),
-        meta.incarnation,
-      );
-      mustRead = true;
+      const pending: Array<[string, StateEntry]> = [];
+      for (const field of dirty) {
+        const entry = state.get(field);
+        // Expired here since (pruned): nothing is left to write, and Redis drops it by the same rule.
+        if (entry === undefined) dirty.delete(field);
+        else pending.push([field, entry]);
+      }
+      if (pending.length > 0) {
+        await writeBack(redis, pending, meta.incarnation);
+        mustRead = true;
+      }
     }
     if (mustRead) {
       const read = await redis.read();

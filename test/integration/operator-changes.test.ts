@@ -1,7 +1,7 @@
 /**
  * A change Redis could not take stays pending and is written at the next check that reaches Redis
- * (src/control/operator-control.ts). Against a real `redis-server`, with the replica's scripts
- * failing on demand.
+ * (src/control/operator-control.ts), and nothing stays pending that can no longer be written.
+ * Against a real `redis-server`, with the replica's scripts failing on demand.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -46,7 +46,7 @@ function refusing(client: Redis, refuse: (args: readonly unknown[]) => boolean):
 async function controlOn(
   prefix: string,
   client: Redis,
-  options: { readonly now?: () => number } = {},
+  options: { readonly now?: () => number; readonly pruneIntervalMs?: number } = {},
 ): Promise<OperatorControl> {
   const control = createOperatorControl({
     redis: { client, subscriber: await connect(), prefix },
@@ -79,5 +79,29 @@ describe('changes Redis could not take', () => {
     await other.sync();
     expect(control.revocations()).toEqual([]);
     expect(other.revocations()).toEqual([]);
+  });
+
+  it('are no longer pending once they expired here: the checks stop writing and reading', async () => {
+    const prefix = `changes-${randomUUID()}`;
+    let clock = Date.now();
+    let refuse = false;
+    let stateScripts = 0;
+    const client = refusing(await connect(), (args) => {
+      if (args[1] === 2) stateScripts += 1; // the read, change and write-back scripts (not the prune)
+      return refuse;
+    });
+    const control = await controlOn(prefix, client, { now: () => clock, pruneIntervalMs: 10 });
+
+    refuse = true;
+    expect(await control.revoke('jti', 'short-lived', Math.floor(clock / 1000) + 60)).toBe(false);
+    clock += 120_000; // the token expired before Redis took the revocation
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(control.revocations()).toEqual([]);
+
+    refuse = false;
+    stateScripts = 0;
+    await control.sync();
+    await control.sync();
+    expect(stateScripts).toBe(0);
   });
 });
