@@ -16,6 +16,9 @@ export class SyncLoop {
   readonly #ready: () => boolean;
   readonly #onError: ((error: unknown) => void) | undefined;
   readonly #timer: NodeJS.Timeout;
+  /** A check is running (cleared the moment the last round ends: a request after that starts a new run). */
+  #busy = false;
+  /** What the requests made while busy wait for: the rounds, the one more they asked for included. */
   #running: Promise<void> | undefined;
   #again = false;
 
@@ -30,13 +33,12 @@ export class SyncLoop {
   /** Checks now, or once more after the running check; never rejects. */
   async run(): Promise<void> {
     if (!this.#ready()) return;
-    if (this.#running !== undefined) {
+    if (this.#busy) {
       this.#again = true; // one more round after the running one: it may have read before this change
       return this.#running;
     }
-    this.#running = this.#rounds().finally(() => {
-      this.#running = undefined;
-    });
+    this.#busy = true;
+    this.#running = this.#rounds();
     return this.#running;
   }
 
@@ -45,14 +47,19 @@ export class SyncLoop {
   }
 
   async #rounds(): Promise<void> {
-    do {
-      this.#again = false;
-      try {
-        await this.#check();
-      } catch (error) {
-        this.#onError?.(error); // the last known state keeps applying
+    try {
+      do {
         this.#again = false;
-      }
-    } while (this.#again);
+        try {
+          await this.#check();
+        } catch (error) {
+          this.#onError?.(error); // the last known state keeps applying
+          this.#again = false;
+        }
+      } while (this.#again);
+    } finally {
+      // In the same step as the last look at `again`: no request falls between the two.
+      this.#busy = false;
+    }
   }
 }
