@@ -23,22 +23,28 @@
  * Redis could not take stays marked and is written at the next check that reaches Redis. Only a
  * restart of every replica *and* of a Redis without persistence can lose the state, and how to keep it
  * (a persistent Redis for operator state) is in docs/scaling-out.md#the-operator-state-and-what-survives-what.
+ *
+ * The parts, each the owner of one piece of state (docs/architecture.md#the-operator-state): the
+ * copy and its listeners (local-copy.ts); the sync through Redis (state-sync.ts), with its checks
+ * (sync-loop.ts), the changes Redis does not have yet (pending-changes.ts), the state last matched
+ * (shared-version.ts) and the confirmation (confirmation.ts); and the store (control-store.ts).
  */
-import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
 import type { ResourceName } from '../catalog/resources.js';
-import { type ControlStore, type StateMeta, createControlStore } from './control-store.js';
+import { Confirmation } from './confirmation.js';
+import { createControlStore } from './control-store.js';
+import { LocalCopy } from './local-copy.js';
 import {
   type BlockView,
   type EntryKind,
-  OperatorState,
+  type OperatorState,
   type RevocationView,
   type StateEntry,
-  TOMBSTONE_RETENTION_MS,
   type TtlOverride,
   type TtlOverrides,
   fieldOf,
 } from './operator-state.js';
+import { StateSync } from './state-sync.js';
 
 export interface OperatorControlOptions {
   /** Without it the state is this replica's alone (one replica, no Redis). */
@@ -111,194 +117,75 @@ const REVOCATION_KINDS: Readonly<Record<RevocationKind, EntryKind>> = { jti: 'jt
 
 export function createOperatorControl(options: OperatorControlOptions = {}): OperatorControl {
   const now = options.now ?? Date.now;
-  const state = new OperatorState();
-  const store: ControlStore | undefined =
-    options.redis === undefined ? undefined : createControlStore(options.redis.client, options.redis.prefix);
-  const listeners: Array<(overrides: TtlOverrides) => void> = [];
-  /** Redis's incarnation and rev as this copy last matched them. */
-  let known: StateMeta | undefined;
-  let confirmedAt: number | undefined;
-  const syncIntervalMs = options.syncIntervalMs ?? 1_000;
-  const settleMs = options.settleMs ?? 2 * syncIntervalMs + CONTROL_COMMAND_MS;
-  /** A settled state has been read since the start (see the module's comment). */
-  let confirmed = store === undefined;
-  let markConfirmed: () => void = () => undefined;
-  const confirmation = new Promise<void>((resolve) => {
-    markConfirmed = resolve;
-  });
-  if (confirmed) markConfirmed();
-  const startedAt = now();
-  /** Fields changed here that Redis does not have yet. */
-  const dirty = new Set<string>();
-  let running: Promise<void> | undefined;
-  let again = false;
-
-  function notifyIfOverridesChanged(before: TtlOverrides): void {
-    const after = state.overrides();
-    if (after !== before) for (const listener of listeners) listener(after);
-  }
-
-  function applyAll(entries: Iterable<[string, StateEntry]>): void {
-    const before = state.overrides();
-    for (const [field, entry] of entries) state.apply(field, entry);
-    notifyIfOverridesChanged(before);
-  }
-
-  /**
-   * Writes entries to Redis; the changes made here that went with them are no longer pending
-   * (unless changed again meanwhile).
-   */
-  async function writeBack(
-    redis: ControlStore,
-    entries: Array<[string, StateEntry]>,
-    incarnation: string,
-  ): Promise<void> {
-    await redis.merge(entries, incarnation);
-    for (const [field, entry] of entries) if (dirty.has(field) && state.get(field) === entry) dirty.delete(field);
-  }
-
-  async function checkOnce(redis: ControlStore): Promise<void> {
-    const meta = await redis.meta();
-    let mustRead =
-      !confirmed || known === undefined || meta.rev !== known.rev || meta.incarnation !== known.incarnation;
-    if (meta.incarnation === undefined) {
-      // This Redis holds no state: flushed, restarted empty, failed over to an empty replica — or
-      // new. Keys of the earlier layout come in as the oldest entries; then everything known here.
-      const legacy = await redis.legacy();
-      applyAll(legacy.map(([field, value, x]): [string, StateEntry] => [field, { t: 1, v: value, x }]));
-      await writeBack(redis, [...state.entries()], randomUUID());
-      if (legacy.length > 0) await redis.dropLegacy();
-      mustRead = true;
-    } else if (known !== undefined && (meta.incarnation !== known.incarnation || meta.rev < known.rev)) {
-      // Another incarnation, or fewer changes than this copy has seen: Redis lost some of them.
-      await writeBack(redis, [...state.entries()], meta.incarnation);
-    } else if (dirty.size > 0) {
-      const pending = [...dirty].map((field) => [field, state.get(field)] as const);
-      await writeBack(
-        redis,
-        pending
-          .filter((pair): pair is readonly [string, StateEntry] => pair[1] !== undefined)
-          .map(([field, entry]): [string, StateEntry] => [field, entry]),
-        meta.incarnation,
-      );
-      mustRead = true;
-    }
-    if (mustRead) {
-      const read = await redis.read();
-      applyAll(read.entries);
-      known = read.meta;
-      if (!confirmed && read.ageMs >= settleMs) {
-        confirmed = true;
-        markConfirmed();
-      }
-    }
-    confirmedAt = now();
-  }
-
-  async function sync(): Promise<void> {
-    // Not before the connection is up (its first check follows the start's wait for it).
-    if (store === undefined || options.redis?.client.status !== 'ready') return;
-    if (running !== undefined) {
-      again = true; // one more round after the running one: it may have read before this change
-      return running;
-    }
-    running = (async () => {
-      do {
-        again = false;
-        try {
-          await checkOnce(store);
-        } catch (error) {
-          options.onError?.(error); // the last known state keeps applying
-          again = false;
-        }
-      } while (again);
-    })().finally(() => {
-      running = undefined;
-    });
-    return running;
-  }
-
-  /**
-   * Applies a change here, then shares it. Its expiry is decided here, once: the token's `exp` for
-   * a revocation, the retention for a deletion (a tombstone), none for the rest.
-   */
-  async function change(field: string, value: StateEntry['v'], expiresAt: number | null): Promise<boolean> {
-    const at = now();
-    const previous = state.get(field);
-    const x = value === null ? at + TOMBSTONE_RETENTION_MS : expiresAt;
-    const local: StateEntry = {
-      // Later than the entry it replaces even if this clock is behind the one that stamped it.
-      t: Math.max(at, (previous?.t ?? 0) + 1),
-      v: value,
-      x,
-    };
-    applyAll([[field, local]]);
-    if (store === undefined) return true;
-    dirty.add(field);
-    try {
-      const result = await store.change(field, value, x);
-      if (result.kind === 'lost') {
-        await sync(); // writes everything back, this change included
-        return !dirty.has(field);
-      }
-      // Redis's stamp replaces this clock's, so that every copy holds the very same entry.
-      if (state.get(field) === local) state.replace(field, result.entry);
-      dirty.delete(field);
-      if (known !== undefined && result.incarnation === known.incarnation && result.rev === known.rev + 1)
-        known = { ...known, rev: result.rev };
-      else void sync();
-      return true;
-    } catch (error) {
-      options.onError?.(error);
-      return false; // still dirty: the next check that reaches Redis writes it
-    }
-  }
-
-  if (options.redis !== undefined && store !== undefined) {
-    const { subscriber } = options.redis;
-    const channel = store.channel;
-    subscriber.on('message', (from: string, text: string) => {
-      if (from !== channel) return;
-      const message = store.parseMessage(text);
-      if (message === undefined) return;
-      if (known !== undefined && message.incarnation === known.incarnation) {
-        if (message.rev <= known.rev) return; // already applied (this replica's own change, or read)
-        if (message.rev === known.rev + 1 && message.field !== undefined && message.entry !== undefined) {
-          applyAll([[message.field, message.entry]]);
-          known = { ...known, rev: message.rev };
-          confirmedAt = now();
-          return;
-        }
-      }
-      void sync(); // a gap, a write-back, or another incarnation: read it all
-    });
-    // Messages sent while the subscription was down are lost: check at once when it is back.
-    subscriber.on('ready', () => void sync());
-    subscriber.subscribe(channel).catch((error: unknown) => options.onError?.(error));
-  }
-
-  const syncTimer = store === undefined ? undefined : setInterval(() => void sync(), syncIntervalMs);
-  syncTimer?.unref();
+  const local = new LocalCopy();
+  const shared = options.redis === undefined ? undefined : shareThrough(options.redis, local, options, now);
+  const confirmation = shared?.confirmation ?? Confirmation.notShared();
   const pruneTimer = setInterval(() => {
-    const before = state.overrides();
-    state.prune(now());
-    notifyIfOverridesChanged(before);
-    store?.prune().catch((error: unknown) => options.onError?.(error));
+    local.prune(now());
+    shared?.prune();
   }, options.pruneIntervalMs ?? 60_000);
   pruneTimer.unref();
 
+  /** Applies a change here, then shares it. */
+  async function change(field: string, value: StateEntry['v'], expiresAt: number | null): Promise<boolean> {
+    const entry = local.change(field, value, expiresAt, now());
+    return shared === undefined ? true : shared.share(field, entry);
+  }
+
   return {
-    state,
+    state: local.state,
     get confirmed() {
-      return confirmed;
+      return confirmation.confirmed;
     },
-    confirmation,
-    overrides: () => state.overrides(),
-    onOverridesChange(listener) {
-      listeners.push(listener);
+    confirmation: confirmation.promise,
+    overrides: () => local.state.overrides(),
+    onOverridesChange: (listener) => local.onOverridesChange(listener),
+    revocations: () => local.state.revocations(),
+    blocks: () => local.state.blocks(),
+    ...operatorChanges(change),
+    sync: async () => shared?.sync(),
+    status() {
+      const common = { entries: local.state.size, confirmed: confirmation.confirmed };
+      return shared === undefined
+        ? { shared: false, ageMs: undefined, ...common }
+        : { shared: true, ageMs: shared.ageMs(), ...common };
     },
-    revocations: () => state.revocations(),
-    blocks: () => state.blocks(),
+    close() {
+      shared?.close();
+      clearInterval(pruneTimer);
+    },
+  };
+}
+
+/** The sync through Redis, with its defaults. */
+function shareThrough(
+  redis: NonNullable<OperatorControlOptions['redis']>,
+  local: LocalCopy,
+  options: OperatorControlOptions,
+  now: () => number,
+): StateSync {
+  const syncIntervalMs = options.syncIntervalMs ?? 1_000;
+  const shared = new StateSync({
+    store: createControlStore(redis.client, redis.prefix),
+    local,
+    now,
+    onError: options.onError,
+    syncIntervalMs,
+    settleMs: options.settleMs ?? 2 * syncIntervalMs + CONTROL_COMMAND_MS,
+    // Not before the connection is up (its first check follows the start's wait for it).
+    ready: () => redis.client.status === 'ready',
+  });
+  shared.follow(redis.subscriber);
+  return shared;
+}
+
+type ChangeOf = (field: string, value: StateEntry['v'], expiresAt: number | null) => Promise<boolean>;
+
+/** The operator's changes, each as the entry it writes. */
+function operatorChanges(
+  change: ChangeOf,
+): Pick<OperatorControl, 'setOverride' | 'deleteOverride' | 'revoke' | 'unrevoke' | 'blockCompany' | 'blockEmployee'> {
+  return {
     setOverride: (resource, override) => change(fieldOf('ttl', resource), override, null),
     deleteOverride: (resource) => change(fieldOf('ttl', resource), null, null),
     revoke(kind, id, expSeconds) {
@@ -309,14 +196,5 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
     blockCompany: (company, blocked) => change(fieldOf('co', company), blocked ? true : null, null),
     blockEmployee: (company, employee, blocked) =>
       change(fieldOf('em', `${company}/${employee}`), blocked ? true : null, null),
-    sync,
-    status() {
-      if (store === undefined) return { shared: false, ageMs: undefined, entries: state.size, confirmed };
-      return { shared: true, ageMs: now() - (confirmedAt ?? startedAt), entries: state.size, confirmed };
-    },
-    close() {
-      if (syncTimer !== undefined) clearInterval(syncTimer);
-      clearInterval(pruneTimer);
-    },
   };
 }
