@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort, freePorts } from '../../src/dev/free-port.js';
 import { SERVED_PATH } from '../baseline-server.js';
 import { startRedisCluster } from '../../src/dev/redis-cluster.js';
 import { RUNTIME_NODE_FLAGS } from '../../src/platform/runtime-flags.js';
@@ -148,7 +148,7 @@ export interface ProxyProcess {
 
 /** A proxy replica (`node dist/main.js`) on free ports, ready when this resolves. */
 export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
-  const [port, adminPort] = [await freePort(), await freePort()];
+  const [port = 0, adminPort = 0] = await freePorts(2);
   const flags = [...RUNTIME_NODE_FLAGS, ...(options.nodeFlags ?? [])];
   const launched = launch(options.name, process.execPath, [...flags, 'dist/main.js'], {
     env: {

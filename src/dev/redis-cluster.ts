@@ -12,7 +12,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './free-port.js';
+import { freePort, freePorts } from './free-port.js';
 
 const run = promisify(execFile);
 
@@ -132,7 +132,7 @@ async function launchOnFreePort(
   nodeTimeoutMs: number,
 ): Promise<{ port: number; busPort: number; child: ChildProcess }> {
   for (let attempt = 0; ; attempt++) {
-    const [port, busPort] = [await freePort(), await freePort()];
+    const [port = 0, busPort = 0] = await freePorts(2);
     try {
       return { port, busPort, child: await launch(port, busPort, dir, nodeTimeoutMs) };
     } catch (error) {

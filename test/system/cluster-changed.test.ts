@@ -15,7 +15,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePorts } from '../../src/dev/free-port.js';
 import { type ClusterNode, type RedisCluster, startRedisCluster } from '../../src/dev/redis-cluster.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
@@ -39,7 +39,7 @@ let blocked = '';
 
 beforeAll(async () => {
   sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
-  const ports = await Promise.all(Array.from({ length: 6 }, () => freePort()));
+  const ports = await freePorts(6);
   cluster = await startRedisCluster({ ports });
   seeds = await cluster.masters();
   revoked = await mintDevToken({ company: 1, secret, subject: REVOKED_SUB });

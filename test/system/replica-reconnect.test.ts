@@ -11,7 +11,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePorts } from '../../src/dev/free-port.js';
 import { type RedisCluster, startRedisCluster } from '../../src/dev/redis-cluster.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
@@ -46,7 +46,7 @@ async function gauge(replica: Replica, name: string): Promise<number | undefined
 
 beforeAll(async () => {
   sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
-  for (let i = 0; i < 6; i++) ports.push(await freePort());
+  ports.push(...(await freePorts(6)));
 });
 
 afterAll(async () => {

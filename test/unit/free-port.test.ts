@@ -1,0 +1,24 @@
+/** Ports a process needs together are distinct (a replica once got PORT = ADMIN_PORT). */
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { freePorts } from '../../src/dev/free-port.js';
+
+describe('freePorts', () => {
+  it('gives distinct ports, each one free to listen on', async () => {
+    for (let round = 0; round < 20; round++) {
+      const ports = await freePorts(6);
+      expect(new Set(ports).size).toBe(6);
+      const servers = await Promise.all(
+        ports.map(
+          (port) =>
+            new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+              const server = createServer();
+              server.once('error', reject);
+              server.listen(port, '127.0.0.1', () => resolve(server));
+            }),
+        ),
+      );
+      await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+    }
+  });
+});
