@@ -37,8 +37,11 @@ return {'ok', incarnation, rev, entry}`;
 /**
  * A write-back: each entry kept where it wins (the later stamp) and has not expired; the state gets
  * an incarnation if it had none. Announced (without the entries: replicas read it all) when
- * anything changed.
- * KEYS: state, meta. ARGV: incarnation if new, channel, then field, entry text pairs.
+ * anything changed, or when `rev` is not above the floor the writer gives (the highest `rev` it
+ * has seen, when it found Redis behind it): `rev` then moves past the floor, so that every replica
+ * that saw up to it sees a gap and reads everything, never a number it takes for a change already
+ * applied.
+ * KEYS: state, meta. ARGV: incarnation if new, channel, floor ('0': none), then field, entry text pairs.
  */
 export const MERGE_SCRIPT = `${NOW}
 local incarnation = redis.call('hget', KEYS[2], 'incarnation')
@@ -47,7 +50,7 @@ if not incarnation then
   redis.call('hset', KEYS[2], 'incarnation', incarnation, 'born', string.format('%d', now))
 end
 local written = 0
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local field = ARGV[i]
   local text = ARGV[i + 1]
   local ok, incoming = pcall(cjson.decode, text)
@@ -72,8 +75,10 @@ for i = 3, #ARGV, 2 do
   end
 end
 local rev = tonumber(redis.call('hget', KEYS[2], 'rev') or '0')
-if written > 0 then
-  rev = redis.call('hincrby', KEYS[2], 'rev', 1)
+local floor = tonumber(ARGV[3]) or 0
+if written > 0 or (floor > 0 and rev <= floor) then
+  rev = math.max(rev, floor) + 1
+  redis.call('hset', KEYS[2], 'rev', string.format('%d', rev))
   redis.call('publish', ARGV[2], '{"rev":' .. rev .. ',"inc":' .. cjson.encode(incarnation) .. '}')
 end
 return {incarnation, rev, written}`;

@@ -59,9 +59,11 @@ export interface ControlStore {
   meta(): Promise<StateMeta>;
   read(): Promise<StateRead>;
   change(field: string, value: StateEntry['v'], expiresAt: number | null): Promise<ChangeResult>;
+  /** `floor`: the highest `rev` the writer has seen, when it found Redis behind it (else 0). */
   merge(
     entries: Iterable<[string, StateEntry]>,
     incarnation: string,
+    floor?: number,
   ): Promise<StateMeta & { readonly written: number }>;
   /**
    * The operator state as versions before issue 8 kept it (one key per kind, no stamps): field,
@@ -90,7 +92,7 @@ export function createControlStore(client: RedisClient, prefix: string): Control
     meta: () => readMeta(client, keys),
     read: () => readState(client, keys),
     change: (field, value, expiresAt) => writeChange(client, keys, field, value, expiresAt),
-    merge: (entries, incarnation) => mergeEntries(client, keys, entries, incarnation),
+    merge: (entries, incarnation, floor = 0) => mergeEntries(client, keys, entries, incarnation, floor),
     legacy: () => readLegacy(client, prefix),
     dropLegacy: () => dropLegacy(client, prefix),
     prune: () => pruneExpired(client, keys),
@@ -149,13 +151,14 @@ async function mergeEntries(
   keys: ControlKeys,
   entries: Iterable<[string, StateEntry]>,
   incarnation: string,
+  floor: number,
 ): Promise<StateMeta & { readonly written: number }> {
   // In batches: each is atomic on its own, and last-writer-wins needs no more than that.
   let batch: string[] = [];
   let written = 0;
   let meta: StateMeta | undefined;
   const flush = async (): Promise<void> => {
-    const merged = await mergeBatch(client, keys, incarnation, batch);
+    const merged = await mergeBatch(client, keys, incarnation, floor, batch);
     meta = merged.meta;
     written += merged.written;
     batch = [];
@@ -173,6 +176,7 @@ async function mergeBatch(
   client: RedisClient,
   keys: ControlKeys,
   incarnation: string,
+  floor: number,
   pairs: string[],
 ): Promise<{ readonly meta: StateMeta; readonly written: number }> {
   const reply = (await client.eval(
@@ -182,6 +186,7 @@ async function mergeBatch(
     keys.meta,
     incarnation,
     keys.channel,
+    String(floor),
     ...pairs,
   )) as unknown[];
   return { meta: parseMeta(reply[0], reply[1]), written: Number(reply[2]) };

@@ -14,6 +14,12 @@ export class LocalCopy {
     this.#listeners.push(listener);
   }
 
+  /** Whether the entry would change this copy: none here for the field, or an earlier stamp. */
+  isNews(field: string, entry: StateEntry): boolean {
+    const held = this.state.get(field);
+    return held === undefined || held.t < entry.t;
+  }
+
   /** Merges entries in: per entry, the later stamp wins. */
   apply(entries: Iterable<[string, StateEntry]>): void {
     const before = this.state.overrides();

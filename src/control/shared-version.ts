@@ -10,6 +10,12 @@ export class SharedVersion {
   #known: StateMeta | undefined;
   #confirmedAt: number | undefined;
   readonly #startedAt: number;
+  /**
+   * Redis was seen behind this copy with the same incarnation and a `rev` this copy had passed: a
+   * failover to a replica that lagged, whose `rev` then counted the same numbers again for other
+   * changes. Numbers no longer tell what Redis holds until the copy is matched again.
+   */
+  #behind = false;
 
   constructor(startedAt: number) {
     this.#startedAt = startedAt;
@@ -24,7 +30,17 @@ export class SharedVersion {
   /** Another incarnation, or fewer changes than this copy has seen: Redis lost some of them. */
   lost(meta: StateMeta): boolean {
     const known = this.#known;
-    return known !== undefined && (meta.incarnation !== known.incarnation || meta.rev < known.rev);
+    return known !== undefined && (this.#behind || meta.incarnation !== known.incarnation || meta.rev < known.rev);
+  }
+
+  /** Redis counted a change with a `rev` this copy had already passed (see `#behind`). */
+  sawRedisBehind(): void {
+    this.#behind = true;
+  }
+
+  /** The highest `rev` this copy has matched: a write-back after a loss moves Redis's past it. */
+  get knownRev(): number {
+    return this.#known?.rev ?? 0;
   }
 
   /** The change is already applied here (this replica's own change, or read). */
@@ -47,6 +63,7 @@ export class SharedVersion {
   /** The copy now holds everything of this state (it was just read). */
   matched(meta: StateMeta): void {
     this.#known = meta;
+    this.#behind = false;
   }
 
   /** The copy was confirmed against Redis at `at`. */

@@ -105,6 +105,8 @@ export class StateSync {
     this.#pending.taken(field, local);
     // Redis's stamp replaces this clock's, so that every copy holds the very same entry.
     if (this.#local.state.get(field) === local) this.#local.restamp(field, result.entry);
+    // A `rev` this copy had passed: Redis lost changes and is counting the same numbers again.
+    if (this.#version.has(result.incarnation, result.rev)) this.#version.sawRedisBehind();
     if (!this.#version.advance(result.incarnation, result.rev)) void this.sync();
   }
 
@@ -112,7 +114,16 @@ export class StateSync {
     const message = this.#store.parseMessage(text);
     if (message === undefined) return;
     const { incarnation, rev, field, entry } = message;
-    if (this.#version.has(incarnation, rev)) return; // already applied (this replica's own change, or read)
+    if (this.#version.has(incarnation, rev)) {
+      // Already applied (this replica's own change, or read) — unless the change is news here: then
+      // Redis lost changes and counted this one with a number this copy had passed. It is applied,
+      // and the check writes back everything and moves `rev` past what this copy saw.
+      if (field === undefined || entry === undefined || !this.#local.isNews(field, entry)) return;
+      this.#local.apply([[field, entry]]);
+      this.#version.sawRedisBehind();
+      void this.sync();
+      return;
+    }
     if (field !== undefined && entry !== undefined && this.#version.isNext(incarnation, rev)) {
       this.#local.apply([[field, entry]]);
       this.#version.advance(incarnation, rev);
@@ -137,7 +148,7 @@ export class StateSync {
       return true;
     }
     if (this.#version.lost(meta)) {
-      await this.#writeBack([...this.#local.state.entries()], meta.incarnation);
+      await this.#writeBack([...this.#local.state.entries()], meta.incarnation, this.#version.knownRev);
       return true;
     }
     const pending = this.#pending.entries();
@@ -158,8 +169,8 @@ export class StateSync {
   }
 
   /** Writes entries to Redis; the changes made here that went with them are no longer pending. */
-  async #writeBack(entries: Array<[string, StateEntry]>, incarnation: string): Promise<void> {
-    await this.#store.merge(entries, incarnation);
+  async #writeBack(entries: Array<[string, StateEntry]>, incarnation: string, floor = 0): Promise<void> {
+    await this.#store.merge(entries, incarnation, floor);
     for (const [field, entry] of entries) this.#pending.taken(field, entry);
   }
 
