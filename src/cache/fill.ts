@@ -106,7 +106,7 @@ export class Filler {
     first: LeaseOutcome,
     background: boolean,
   ): Promise<{ readonly kind: 'filled'; readonly fill: Fill } | { readonly kind: 'go'; readonly lease: LeaseOutcome }> {
-    const { coordinator, store, l1, now, coalesceWaitMs } = this.#options;
+    const { coordinator, store, now, coalesceWaitMs } = this.#options;
     let lease = first;
     for (let round = 0; lease === 'held' && round < LEASE_ROUNDS; round++) {
       if (background) return { kind: 'filled', fill: SKIPPED };
@@ -116,18 +116,7 @@ export class Filler {
       const filled = await store.lookup(address);
       const done = isCurrent(filled) && now() < filled.entry.freshUntil;
       waiting?.end(done);
-      if (done) {
-        l1?.noteGeneration(address.tag, filled.generation);
-        l1?.set(address.key, filled.entry);
-        const entry: Fill = {
-          kind: 'entry',
-          entry: filled.entry,
-          stored: false,
-          upstreamMs: undefined,
-          collapsed: true,
-        };
-        return { kind: 'filled', fill: entry };
-      }
+      if (done) return { kind: 'filled', fill: this.#filledElsewhere(address, filled.entry, filled.generation) };
       lease = filled.available ? await coordinator.tryLease(address) : 'unavailable';
     }
     return { kind: 'go', lease };
@@ -143,7 +132,7 @@ export class Filler {
     policy: EffectivePolicy,
     lookup: StoreLookup,
   ): Promise<Fill | undefined> {
-    const { store, l1, now } = this.#options;
+    const { store, now } = this.#options;
     const filled = await store.lookup(address);
     if (
       !isCurrent(filled) ||
@@ -151,9 +140,15 @@ export class Filler {
       filled.entry.storedAt <= (lookup.entry?.storedAt ?? 0)
     )
       return undefined;
-    l1?.noteGeneration(address.tag, filled.generation);
-    l1?.set(address.key, filled.entry);
-    return { kind: 'entry', entry: filled.entry, stored: false, upstreamMs: undefined, collapsed: true };
+    return this.#filledElsewhere(address, filled.entry, filled.generation);
+  }
+
+  /** Another fill's entry, found in the store: held in the L1 too, and shared as a collapsed fill. */
+  #filledElsewhere(address: CacheAddress, entry: CacheEntry, generation: string | undefined): Fill {
+    const { l1 } = this.#options;
+    l1?.noteGeneration(address.tag, generation);
+    l1?.set(address.key, entry);
+    return { kind: 'entry', entry, stored: false, upstreamMs: undefined, collapsed: true };
   }
 
   async #fetchAndStore(

@@ -4,7 +4,7 @@
  * the way an ordinary server decodes it (WHATWG `URLSearchParams`), so that a test that sends one
  * request to both compares two independent readings of it.
  *
- * - seed §2: "the filter names are the only parameters besides after_id and per_page": any other
+ * - seed §2: "the filter names are the only parameters besides after_id and per_page"; every other
  *   name is refused (400 `invalid_parameter`, naming it). A name given twice is refused too: the
  *   seed gives one value to each parameter, and which one would count is anybody's guess.
  * - seed §4, §8: `per_page` is an integer from 1 to 100, 30 when absent; `after_id` is a cursor, the
