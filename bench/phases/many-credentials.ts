@@ -8,7 +8,7 @@
  *   node dist-bench/bench/phases/many-credentials.js    (also the last phase of `npm run bench`)
  *
  * Settings: MANY_CREDENTIALS_TOKENS (250000), MANY_CREDENTIALS_BATCH (25000),
- * MANY_CREDENTIALS_CONNECTIONS (32).
+ * MANY_CREDENTIALS_CONNECTIONS (32), BENCH_NODE_FLAGS (flags for the proxy's node, e.g. --cpu-prof).
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -32,6 +32,8 @@ export interface ManyCredentialsSettings {
   readonly tokens: number;
   readonly batch: number;
   readonly connections: number;
+  /** Extra flags for the proxy's node (BENCH_NODE_FLAGS, as `npm run bench` takes them). */
+  readonly nodeFlags: readonly string[];
 }
 
 export interface BatchFigures {
@@ -118,6 +120,7 @@ export async function runManyCredentials(settings: ManyCredentialsSettings): Pro
     configFile: writeConfig(dir),
     logLevel: 'info',
     cpu: SERVER_CPU,
+    nodeFlags: settings.nodeFlags,
   });
   const pool = new Pool(proxy.url, { connections: settings.connections, pipelining: 1 });
   const expires = Math.floor(Date.now() / 1000) + 3600;
@@ -183,6 +186,7 @@ export function manyCredentialsSettings(): ManyCredentialsSettings {
     tokens: envInt('MANY_CREDENTIALS_TOKENS', 250_000, 1, 10_000_000),
     batch: envInt('MANY_CREDENTIALS_BATCH', 25_000, 1, 10_000_000),
     connections: envInt('MANY_CREDENTIALS_CONNECTIONS', 32, 1, 1024),
+    nodeFlags: (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== ''),
   };
 }
 

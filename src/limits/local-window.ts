@@ -11,18 +11,34 @@ export interface WindowCount {
   readonly msBeforeNext: number;
 }
 
+/** A window, the object itself its identity: a queued reference to a renewed window is stale. */
+interface Window {
+  consumed: number;
+  readonly resetAt: number;
+}
+
+/** A window in the order of opening, with the key it was opened for. */
+interface Opened {
+  readonly key: string;
+  readonly window: Window;
+}
+
 /**
- * Windows are kept in the order they opened: every window lasts the same `duration`, so that is
- * also the order they end in, and the expired ones are always at the front. Each new window first
- * drops those (each window is dropped once: constant time per window on average, issue 17: a scan
- * of every window per new key made a crowd of new credentials quadratic), then, with the map still
- * full of live windows, the oldest.
+ * Windows are queued in the order they opened: every window lasts the same `duration`, so that is
+ * also the order they end in, and the ended ones are always at the front. Each new window first
+ * drops those, then, with the map still full of live windows, the oldest: each window is queued
+ * and dropped once, constant time per window on average (issue 17). The queue is an array read
+ * from a moving head, not the Map's own order: a Map iterated from its start after deletions at
+ * its front walks every deleted slot until V8 compacts the table, which made each new credential
+ * cost in proportion to the credentials already forgotten.
  */
 export class LocalWindowLimiter {
   readonly #durationMs: number;
   readonly #maxKeys: number;
   readonly #now: () => number;
-  readonly #windows = new Map<string, { consumed: number; readonly resetAt: number }>();
+  readonly #windows = new Map<string, Window>();
+  #opened: Opened[] = [];
+  #head = 0;
 
   constructor(durationSeconds: number, options: { maxKeys?: number; now?: () => number } = {}) {
     this.#durationMs = durationSeconds * 1000;
@@ -34,13 +50,15 @@ export class LocalWindowLimiter {
     const now = this.#now();
     let window = this.#windows.get(key);
     if (window === undefined || window.resetAt <= now) {
-      // A renewed window moves to the back, where the order of ending puts it.
+      // An ended window makes room for its own renewal, wherever the queue holds it (a clock that
+      // stepped back can leave it behind a live one); its queue entry is then stale.
       if (window !== undefined) this.#windows.delete(key);
-      this.#dropExpired(now);
+      this.#dropEnded(now);
       // Still full of live windows: forget the oldest, which only ever errs towards allowing.
       if (this.#windows.size >= this.#maxKeys) this.#dropOldest();
       window = { consumed: 0, resetAt: now + this.#durationMs };
       this.#windows.set(key, window);
+      this.#opened.push({ key, window });
     }
     window.consumed += 1;
     return { consumed: window.consumed, msBeforeNext: window.resetAt - now };
@@ -51,15 +69,33 @@ export class LocalWindowLimiter {
     return this.#windows.size;
   }
 
-  #dropExpired(now: number): void {
-    for (const [key, window] of this.#windows) {
-      if (window.resetAt > now) return;
-      this.#windows.delete(key);
-    }
+  #dropEnded(now: number): void {
+    for (let next = this.#peek(); next !== undefined && next.window.resetAt <= now; next = this.#peek())
+      this.#dropHead();
   }
 
   #dropOldest(): void {
-    const oldest = this.#windows.keys().next();
-    if (oldest.done !== true) this.#windows.delete(oldest.value);
+    if (this.#peek() !== undefined) this.#dropHead();
+  }
+
+  /** The oldest window still held; stale queue entries (renewed or dropped windows) are passed. */
+  #peek(): Opened | undefined {
+    while (this.#head < this.#opened.length) {
+      const opened = this.#opened[this.#head] as Opened;
+      if (this.#windows.get(opened.key) === opened.window) return opened;
+      this.#head += 1;
+    }
+    return undefined;
+  }
+
+  #dropHead(): void {
+    const opened = this.#opened[this.#head] as Opened;
+    this.#windows.delete(opened.key);
+    this.#head += 1;
+    // The passed half of the queue is let go once it is the larger half.
+    if (this.#head > 1024 && this.#head * 2 > this.#opened.length) {
+      this.#opened = this.#opened.slice(this.#head);
+      this.#head = 0;
+    }
   }
 }

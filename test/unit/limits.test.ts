@@ -1,4 +1,5 @@
 /** The inbound limits' pure parts: header formats, the tighter policy, refusals, the local window. */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { formatPolicyHeader, verdictOf } from '../../src/limits/limit-verdict.js';
 import { LocalWindowLimiter } from '../../src/limits/local-window.js';
@@ -130,5 +131,49 @@ describe('LocalWindowLimiter', () => {
     }
     expect(counted).toBe(200_000);
     expect(limiter.size).toBe(1_000);
+  });
+
+  it('counts as a plain map of windows would, whatever the order of keys, renewals, evictions and clock steps', () => {
+    // The reference: every window in a Map in the order it opened, the ended ones at its front
+    // dropped by a scan. The clock may step back (a wall clock does), so that order can differ
+    // from the order of ending.
+    const reference = (maxKeys: number, durationMs: number) => {
+      const windows = new Map<string, { consumed: number; resetAt: number }>();
+      return (key: string, now: number) => {
+        let window = windows.get(key);
+        if (window === undefined || window.resetAt <= now) {
+          windows.delete(key);
+          for (const [k, w] of windows) {
+            if (w.resetAt > now) break;
+            windows.delete(k);
+          }
+          if (windows.size >= maxKeys) windows.delete(windows.keys().next().value as string);
+          window = { consumed: 0, resetAt: now + durationMs };
+          windows.set(key, window);
+        }
+        window.consumed += 1;
+        return { consumed: window.consumed, msBeforeNext: window.resetAt - now, size: windows.size };
+      };
+    };
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'), fc.integer({ min: -300, max: 700 })), {
+          maxLength: 3_000,
+        }),
+        (maxKeys, steps) => {
+          let now = 0;
+          const limiter = new LocalWindowLimiter(1, { maxKeys, now: () => now });
+          const model = reference(maxKeys, 1_000);
+          for (const [key, advance] of steps) {
+            now += advance;
+            const expected = model(key, now);
+            expect(limiter.consume(key)).toEqual({ consumed: expected.consumed, msBeforeNext: expected.msBeforeNext });
+            expect(limiter.size).toBe(expected.size);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
