@@ -158,9 +158,12 @@ describe('LocalWindowLimiter', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 6 }),
-        fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'), fc.integer({ min: -300, max: 700 })), {
-          maxLength: 3_000,
-        }),
+        fc.array(
+          fc.tuple(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'), fc.integer({ min: -300, max: 700 })),
+          {
+            maxLength: 3_000,
+          },
+        ),
         (maxKeys, steps) => {
           let now = 0;
           const limiter = new LocalWindowLimiter(1, { maxKeys, now: () => now });
