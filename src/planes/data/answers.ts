@@ -90,58 +90,132 @@ function privateCacheControl(lifetimeSeconds: number): string {
   return value;
 }
 
+/**
+ * The fields of an answer from a stored body that are the same on every hit (issue 17): made once
+ * per body sent and kept beside it (identity, br and gzip are each a Buffer the entry holds), so a
+ * hit only adds the fields of its own request. A flat list of names and values, which
+ * `writeHead` takes as it is. `notModified` is the 304's share: the validator and `Vary`, and no
+ * representation metadata (RFC 9110 §15.4.5).
+ */
+interface StoredHead {
+  readonly contentType: string;
+  readonly etag: string | undefined;
+  readonly full: readonly string[];
+  readonly notModified: readonly string[];
+}
+const headsByBody = new WeakMap<Buffer, StoredHead>();
+
+/** Every negotiated answer, identity too, varies with Accept-Encoding (RFC 9110 §12.5.5). */
+const NEGOTIATED_VARY = 'Accept-Encoding, Authorization';
+
+function storedHead(
+  body: Buffer,
+  contentType: string,
+  etag: string | undefined,
+  coding: string | undefined,
+): StoredHead {
+  const known = headsByBody.get(body);
+  // A body belongs to one entry; the check keeps a head from outliving a change of either field.
+  if (known !== undefined && known.contentType === contentType && known.etag === etag) return known;
+  const validator = etag === undefined ? [] : ['etag', etag];
+  const head: StoredHead = {
+    contentType,
+    etag,
+    full: [
+      'content-type',
+      contentType,
+      ...(coding === undefined ? [] : ['content-encoding', coding]),
+      'content-length',
+      String(body.length),
+      ...validator,
+      'vary',
+      NEGOTIATED_VARY,
+    ],
+    notModified: [...validator, 'vary', NEGOTIATED_VARY],
+  };
+  headsByBody.set(body, head);
+  return head;
+}
+
+/** The fields of this request's answer from an entry: its id, cache status, freshness and limits. */
+function perRequestFields(ex: Exchange, outcome: ReadOutcome, lifetimeSeconds: number): string[] {
+  const fields = [
+    'x-request-id',
+    ex.requestId,
+    'cache-status',
+    outcome.cacheStatus,
+    'cache-control',
+    privateCacheControl(lifetimeSeconds),
+  ];
+  if (outcome.ageSeconds !== undefined) fields.push('age', String(outcome.ageSeconds));
+  if (ex.limits !== undefined)
+    fields.push('ratelimit-policy', ex.limits.policyHeader, 'ratelimit', ex.limits.rateLimitHeader);
+  return fields;
+}
+
 /** Answers with a read's outcome; always `true`. */
 export function respond(ex: Exchange, recorders: AnswerRecorders, outcome: ReadOutcome): true {
-  const headers: Record<string, string | number> = {
-    'x-request-id': ex.requestId,
-    'cache-status': outcome.cacheStatus,
-    ...limitHeaders(ex),
-  };
-  let body = outcome.body;
-  let etag = outcome.etag;
-  let contentEncoding: string | undefined;
   // An answer made from a cache entry (a 200, or a record's 404) carries its freshness and is
   // negotiated; any other (an upstream error passed on, or a rare page fetched without an
   // entry) is the upstream's identity bytes, not kept.
-  const fromEntry = outcome.maxAgeSeconds !== undefined;
-  if (fromEntry) {
-    const coding = chooseCoding(fieldValue(ex.req, 'accept-encoding'), outcome.brotli !== undefined);
-    if (coding === undefined) return fail(ex, recorders, new NotAcceptableError());
-    // br: the stored bytes as they are; gzip: made once per page and process (docs/clients.md#content-coding).
-    const coded =
-      coding === 'br' ? outcome.brotli : coding === 'gzip' && etag !== undefined ? gzipBody(body, etag) : undefined;
-    if (coded !== undefined) {
-      body = coded.body;
-      etag = coded.etag;
-      contentEncoding = coded.coding;
-    }
-    headers['cache-control'] = privateCacheControl(outcome.maxAgeSeconds);
-    if (outcome.ageSeconds !== undefined) headers.age = outcome.ageSeconds;
-    // Every negotiated answer, identity too, varies with Accept-Encoding (RFC 9110 §12.5.5).
-    headers.vary = 'Accept-Encoding, Authorization';
-  } else {
-    headers['cache-control'] = 'no-store';
-    if (outcome.status === 200 || outcome.status === 404) headers.vary = 'Authorization';
-  }
-  if (etag !== undefined) headers.etag = etag;
-  if (outcome.retryAfter !== undefined) headers['retry-after'] = outcome.retryAfter;
+  return outcome.maxAgeSeconds === undefined
+    ? respondPassedOn(ex, recorders, outcome)
+    : respondFromEntry(ex, recorders, outcome, outcome.maxAgeSeconds);
+}
+
+function respondFromEntry(
+  ex: Exchange,
+  recorders: AnswerRecorders,
+  outcome: ReadOutcome,
+  lifetimeSeconds: number,
+): true {
+  const coding = chooseCoding(fieldValue(ex.req, 'accept-encoding'), outcome.brotli !== undefined);
+  if (coding === undefined) return fail(ex, recorders, new NotAcceptableError());
+  // br: the stored bytes as they are; gzip: made once per page and process (docs/clients.md#content-coding).
+  const coded =
+    coding === 'br'
+      ? outcome.brotli
+      : coding === 'gzip' && outcome.etag !== undefined
+        ? gzipBody(outcome.body, outcome.etag)
+        : undefined;
+  const body = coded?.body ?? outcome.body;
+  const etag = coded?.etag ?? outcome.etag;
+  const head = storedHead(body, outcome.contentType, etag, coded?.coding);
+  const fields = perRequestFields(ex, outcome, lifetimeSeconds);
   // RFC 9110 §13.1.2: If-None-Match with the selected representation's validator → 304 without
   // a body. The 304 repeats Cache-Control, ETag, Vary and Age, which a client's cache uses to
-  // freshen its copy (RFC 9111 §4.3.4), and no representation metadata such as Content-Type or
-  // Content-Encoding (RFC 9110 §15.4.5).
-  if (fromEntry && etag !== undefined && etagMatches(fieldValue(ex.req, 'if-none-match'), etag)) {
-    ex.res.writeHead(304, headers);
+  // freshen its copy (RFC 9111 §4.3.4).
+  if (etag !== undefined && etagMatches(fieldValue(ex.req, 'if-none-match'), etag)) {
+    for (const field of head.notModified) fields.push(field);
+    ex.res.writeHead(304, fields);
     ex.res.end();
     finish(ex, recorders, 304, undefined, outcome);
     return true;
   }
+  for (const field of head.full) fields.push(field);
+  ex.res.writeHead(outcome.status, fields);
+  ex.res.end(ex.head ? undefined : body);
+  finish(ex, recorders, outcome.status, undefined, outcome);
+  return true;
+}
+
+/** An answer not made from an entry: the upstream's identity bytes, never to be stored by a client. */
+function respondPassedOn(ex: Exchange, recorders: AnswerRecorders, outcome: ReadOutcome): true {
+  const headers: Record<string, string | number> = {
+    'x-request-id': ex.requestId,
+    'cache-status': outcome.cacheStatus,
+    ...limitHeaders(ex),
+    'cache-control': 'no-store',
+  };
+  if (outcome.status === 200 || outcome.status === 404) headers.vary = 'Authorization';
+  if (outcome.etag !== undefined) headers.etag = outcome.etag;
+  if (outcome.retryAfter !== undefined) headers['retry-after'] = outcome.retryAfter;
   // The upstream's own 429, passed on (no stale copy to serve instead).
   if (outcome.status === 429) recorders.metrics?.rateLimited('upstream');
   headers['content-type'] = outcome.contentType;
-  if (contentEncoding !== undefined) headers['content-encoding'] = contentEncoding;
-  headers['content-length'] = body.length;
+  headers['content-length'] = outcome.body.length;
   ex.res.writeHead(outcome.status, headers);
-  ex.res.end(ex.head ? undefined : body);
+  ex.res.end(ex.head ? undefined : outcome.body);
   finish(ex, recorders, outcome.status, undefined, outcome);
   return true;
 }
