@@ -40,6 +40,7 @@ import { closedLoopGenerator } from './lib/load/generators.js';
 import { findNginx, startNginxCache, warmNginx } from './lib/nginx.js';
 import { CLIENT_CPU, SERVER_CPU, canPin, pin, runProgram, scratchDir, stop } from './lib/processes.js';
 import type { MeasuredServer } from './lib/rounds.js';
+import { tailProbe } from './lib/tail-probe.js';
 import {
   baselineServed,
   expectBytes,
@@ -196,7 +197,7 @@ async function bench(): Promise<number> {
   const servers: Record<ServerName, MeasuredServer | undefined> = {
     bare: bareServer,
     nginx: nginxServer,
-    proxy: { url: proxy1.url, pids: () => [proxy1.launched.pid] },
+    proxy: { url: proxy1.url, pids: () => [proxy1.launched.pid], probe: tailProbe(`${proxy1.adminUrl}/metrics`) },
   };
   const targets = HIT_TARGETS.filter((t) => servers[t.server] !== undefined);
   const input = { targets, servers, pages, bearer, bare: BARE };

@@ -7,12 +7,15 @@
 import { cpuUsOf } from './cpu.js';
 import { median } from './stats.js';
 import type { LoadResult, LoadSpec } from './load/types.js';
+import type { TailFigures, TailProbe } from './tail-probe.js';
 
 /** A server under measurement: where to send load, and whose CPU counts. */
 export interface MeasuredServer {
   readonly url: string;
   /** The serving processes (a node server: itself; nginx: its workers). */
   pids(): readonly number[];
+  /** What the server itself says of its tail (the proxy's `/metrics`); read outside its CPU count. */
+  readonly probe?: TailProbe;
 }
 
 export interface Round {
@@ -20,6 +23,8 @@ export interface Round {
   readonly serverCpuPct: number;
   /** Server CPU per answer of any status, µs. */
   readonly serverUsPerRequest: number;
+  /** The server's own account of the round, where it gives one. */
+  readonly tail?: TailFigures;
 }
 
 export type LoadRunner = (spec: LoadSpec, label: string) => Promise<LoadResult>;
@@ -31,14 +36,17 @@ export async function measureRound(
   label: string,
 ): Promise<Round> {
   const pids = server.pids();
+  await server.probe?.start();
   const before = cpuUsOf(pids);
   const load = await run(spec, label);
   const after = cpuUsOf(pids);
+  const tail = await server.probe?.stop();
   const serverCpuUs = before === undefined || after === undefined ? Number.NaN : after - before;
   return {
     load,
     serverCpuPct: (100 * serverCpuUs) / (load.durationSec * 1e6),
     serverUsPerRequest: serverCpuUs / Math.max(1, load.responses),
+    ...(tail !== undefined && { tail }),
   };
 }
 

@@ -9,6 +9,7 @@ import { runPacedLoad } from '../lib/load/generators.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';
 import { type Round, measureRound, rotation } from '../lib/rounds.js';
 import { median } from '../lib/stats.js';
+import { describeTail } from '../lib/tail-probe.js';
 import { type BenchContext, requestsFor } from './context.js';
 import type { HitPhaseInput } from './hits.js';
 
@@ -55,7 +56,8 @@ export async function runHalfLoad(ctx: BenchContext, input: HitPhaseInput, rate:
           `${fmt(r.serverUsPerRequest, 1)} µs CPU/req  (generator ticks: p99 gap ${fmt(r.load.tickGapP99Ms ?? Number.NaN)} ms, max ${fmt(r.load.tickGapMaxMs ?? Number.NaN)} ms)` +
           (r.load.unexpected + r.load.errors > 0
             ? `  unexpected ${String(r.load.unexpected)} errors ${String(r.load.errors)}`
-            : ''),
+            : '') +
+          (r.tail === undefined ? '' : `\n      tail: ${describeTail([r.tail], median)}`),
       );
     }
   }

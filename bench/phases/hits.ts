@@ -17,6 +17,7 @@ import {
   summarize,
 } from '../lib/rounds.js';
 import { median } from '../lib/stats.js';
+import { describeTail } from '../lib/tail-probe.js';
 import { type BenchContext, type Page, requestsFor } from './context.js';
 
 /** The servers a target can run against. */
@@ -66,7 +67,8 @@ export function describeRound(r: Round): string {
     `server CPU ${fmt(r.serverCpuPct, 0)}% (${fmt(r.serverUsPerRequest, 1)} µs/req)  client CPU ${fmt(r.load.clientCpuPct, 0)}%` +
     (r.load.unexpected + r.load.errors > 0
       ? `  unexpected ${String(r.load.unexpected)} errors ${String(r.load.errors)}`
-      : '')
+      : '') +
+    (r.tail === undefined ? '' : `\n      tail: ${describeTail([r.tail], median)}`)
   );
 }
 
@@ -163,4 +165,10 @@ function printHitTables(figures: HitFigures, bareName: string, rounds: number): 
     }
   }
   say("  (× bare: ratio of the medians; pairs: median of each round's ratio to the bare server measured beside it)");
+  for (const [name, byWorkload] of figures)
+    for (const workload of WORKLOADS) {
+      const tails = byWorkload[workload].rounds.flatMap((r) => (r.tail === undefined ? [] : [r.tail]));
+      if (tails.length > 0)
+        say(`  ${name}, ${workload}, what the tail is made of (medians): ${describeTail(tails, median)}`);
+    }
 }

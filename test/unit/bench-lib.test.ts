@@ -3,7 +3,7 @@
  * histogram against exact percentiles, medians, the rotation of targets over rounds, Markdown
  * tables, the Lua strings of the wrk script, wrk's summary read into a result, a worker's result
  * read back (NaN survives JSON), the nginx config template, and the hit breakdown's printout and
- * BENCH_RESULT figures.
+ * BENCH_RESULT figures, and the tail probe's reading of two scrapes.
  */
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
@@ -15,6 +15,7 @@ import { luaString, wrkResult, wrkScript } from '../../bench/lib/load/wrk.js';
 import { NGINX_TEMPLATE, renderNginxConfig } from '../../bench/lib/nginx.js';
 import { rotation } from '../../bench/lib/rounds.js';
 import { LatencyHistogram, median } from '../../bench/lib/stats.js';
+import { describeTail, parseSamples, tailBetween } from '../../bench/lib/tail-probe.js';
 
 /** Nearest-rank percentile of exact values. */
 function exactPercentile(sorted: readonly number[], p: number): number {
@@ -273,5 +274,40 @@ describe('the hit breakdown’s report', () => {
     expect(lines.find((line) => line.includes('instead: in process'))).toMatch(/^ {6}instead/);
     expect(lines).toContain(`  by step (µs): exchange 0.50 · inbound limits 3.00 · ${longName} 1.50`);
     expect(lines.at(-1)).toBe('  note: steps a hit never reaches (answered before them): after');
+  });
+});
+
+describe('the tail probe', () => {
+  const scrape = (major: number, minorSum: number, over10: number, lagMax: number, misses: number): string =>
+    [
+      '# HELP nodejs_eventloop_lag_max_seconds The maximum recorded event loop delay.',
+      '# TYPE nodejs_eventloop_lag_max_seconds gauge',
+      `nodejs_eventloop_lag_max_seconds ${String(lagMax)}`,
+      `nodejs_gc_duration_seconds_bucket{le="0.001",kind="minor"} 10`,
+      `nodejs_gc_duration_seconds_bucket{le="0.01",kind="minor"} 20`,
+      `nodejs_gc_duration_seconds_bucket{le="+Inf",kind="minor"} 20`,
+      `nodejs_gc_duration_seconds_sum{kind="minor"} ${String(minorSum)}`,
+      `nodejs_gc_duration_seconds_bucket{le="0.01",kind="major"} 1`,
+      `nodejs_gc_duration_seconds_bucket{le="+Inf",kind="major"} ${String(1 + over10)}`,
+      `nodejs_gc_duration_seconds_sum{kind="major"} ${String(major)}`,
+      `slab_proxy_l1_lookups_total{result="hit"} 5000`,
+      `slab_proxy_l1_lookups_total{result="miss"} ${String(misses)}`,
+      `slab_proxy_upstream_requests_total{resource="receipts",outcome="ok"} 3`,
+      '',
+    ].join('\n');
+
+  it('reads a round as the difference of two scrapes, the loop delay as the later one', () => {
+    const before = parseSamples(scrape(0.01, 0.02, 0, 0.5, 7));
+    const after = parseSamples(scrape(0.061, 0.032, 2, 0.0425, 19));
+    const tail = tailBetween(before, after);
+    expect(tail.loopDelayMaxMs).toBeCloseTo(42.5, 6);
+    expect(tail.gcMs.major).toBeCloseTo(51, 6);
+    expect(tail.gcMs.minor).toBeCloseTo(12, 6);
+    expect(tail.gcPausesOver10Ms).toBe(2);
+    expect(tail.storeReads).toBe(12);
+    expect(tail.upstreamRequests).toBe(0);
+    expect(describeTail([tail], median)).toBe(
+      'loop delay max 42.5 ms, GC 63.0 ms a round (major 51.0 ms), pauses > 10 ms 2.0, store reads 12.0, upstream 0.0',
+    );
   });
 });
