@@ -12,10 +12,14 @@ export type CacheStatus =
   | { readonly kind: 'hit'; readonly ttl: number }
   /** Stale but within stale-while-revalidate: served at once, one background refresh runs. */
   | { readonly kind: 'revalidating'; readonly ttl: number }
-  /** Forwarded; `stored` when the answer was cached. */
-  | { readonly kind: 'miss'; readonly fwdStatus: number; readonly stored: boolean }
+  /**
+   * Forwarded; `stored` when the answer was cached. `stale`: a stored entry was forwarded to be
+   * revalidated (`fwd=stale`, RFC 9211 §2.2; `fwd-status=304` when the upstream said it is still
+   * current, and `stored` when the stored entry was freshened).
+   */
+  | { readonly kind: 'miss'; readonly fwdStatus: number; readonly stored: boolean; readonly stale?: boolean }
   /** Waited for another request's fetch (in this process or on another replica) and reused it. */
-  | { readonly kind: 'collapsed'; readonly fwdStatus: number }
+  | { readonly kind: 'collapsed'; readonly fwdStatus: number; readonly stale?: boolean }
   /** The upstream failed or answered 429: a stale copy, within stale-if-error. */
   | { readonly kind: 'stale-if-error'; readonly ttl: number; readonly fwdStatus: number };
 
@@ -26,9 +30,9 @@ export function formatCacheStatus(status: CacheStatus): string {
     case 'revalidating':
       return `${CACHE_NAME}; hit; ttl=${status.ttl}; detail=stale-while-revalidate`;
     case 'miss':
-      return `${CACHE_NAME}; fwd=miss; fwd-status=${status.fwdStatus}${status.stored ? '; stored' : ''}`;
+      return `${CACHE_NAME}; fwd=${status.stale === true ? 'stale' : 'miss'}; fwd-status=${status.fwdStatus}${status.stored ? '; stored' : ''}`;
     case 'collapsed':
-      return `${CACHE_NAME}; fwd=miss; fwd-status=${status.fwdStatus}; collapsed`;
+      return `${CACHE_NAME}; fwd=${status.stale === true ? 'stale' : 'miss'}; fwd-status=${status.fwdStatus}; collapsed`;
     case 'stale-if-error':
       return `${CACHE_NAME}; fwd=stale; fwd-status=${status.fwdStatus}; ttl=${status.ttl}`;
   }

@@ -9,14 +9,26 @@
  * (`brotli`): it is what the store keeps, and what a client that accepts `br` is sent as it is
  * (docs/clients.md#content-coding), so neither a save nor a `br` hit compresses anything.
  *
- * Layout: [u8 version][u8 flags][u32 header length][header JSON][body]
+ * The upstream's own validators (`ETag`, `Last-Modified`) are kept beside the entry's, for the
+ * conditional request of its next refresh (docs/cache.md#revalidation); the entry's own `etag`, the
+ * one clients see, is always the proxy's hash of the body, so a revalidation that keeps the body
+ * keeps the clients' validator too.
+ *
+ * Layout (format 2): [u8 version][u8 flags][f64 storedAt][f64 freshUntil][f64 keepUntil]
+ * [u32 header length][header JSON][body]. The three times have a fixed place and width, so a
+ * freshen (a 304, or a refresh whose body is the same) rewrites those 24 bytes in the store and
+ * nothing else (RFC 9111 §4.3.4: the stored response is updated, its body kept).
  */
 import { createHash } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, gzipSync, constants as zlibConstants } from 'node:zlib';
 
-export const ENTRY_FORMAT_VERSION = 1;
+export const ENTRY_FORMAT_VERSION = 2;
 const FLAG_BROTLI = 1;
-const PREAMBLE = 6;
+/** Where the fixed-width freshness block (three f64 times) starts, and its width. */
+export const TIMES_OFFSET = 2;
+export const TIMES_BYTES = 24;
+const HEADER_LENGTH_OFFSET = TIMES_OFFSET + TIMES_BYTES;
+const PREAMBLE = HEADER_LENGTH_OFFSET + 4;
 /** Below this, compression rarely pays for its header. */
 const MIN_COMPRESSIBLE = 256;
 
@@ -47,18 +59,24 @@ export interface CacheEntry {
   readonly keepUntil: number;
   /** The group's purge generation when the upstream was asked. */
   readonly generation: string;
+  /**
+   * The upstream's `ETag` and `Last-Modified`, as it sent them (when well formed): what the next
+   * refresh sends as `If-None-Match` and `If-Modified-Since` (RFC 9111 §4.3.1). Never sent to clients.
+   */
+  readonly upstreamEtag?: string | undefined;
+  readonly lastModified?: string | undefined;
 }
 
 interface Header {
   readonly s: number;
   readonly t: string;
   readonly e: string;
-  readonly a: number;
-  readonly f: number;
-  readonly k: number;
   readonly g: string;
   /** Uncompressed body length: a truncated or corrupt body is caught by it. */
   readonly n: number;
+  /** The upstream's ETag and Last-Modified, when it sent them. */
+  readonly ue?: string;
+  readonly lm?: string;
 }
 
 /** A strong ETag from the body bytes: the same bytes always give the same tag, on every replica. */
@@ -103,29 +121,123 @@ export function entryBytes(entry: CacheEntry): number {
   return entry.body.length + (entry.brotli?.body.length ?? 0);
 }
 
-export function encodeEntry(entry: CacheEntry): Buffer {
+/** The stored form of an entry's body: its brotli form when it has one (made at the fill), else itself. */
+function storedBody(entry: CacheEntry): CodedBody | undefined {
   // An entry made by the fill carries its brotli body (or none, when that would not be smaller).
-  const coded = 'brotli' in entry ? entry.brotli : brotliBody(entry.body, entry.etag);
-  const body = coded?.body ?? entry.body;
-  const flags = coded === undefined ? 0 : FLAG_BROTLI;
+  return 'brotli' in entry ? entry.brotli : brotliBody(entry.body, entry.etag);
+}
+
+/**
+ * The header JSON, its fields always in this order: a freshen compares stored bytes with the
+ * bytes this writes for the entry it read (src/cache/redis-store.ts), so one entry has one form.
+ */
+function headerBytes(entry: CacheEntry): Buffer {
   const header: Header = {
     s: entry.status,
     t: entry.contentType,
     e: entry.etag,
-    a: entry.storedAt,
-    f: entry.freshUntil,
-    k: entry.keepUntil,
     g: entry.generation,
     n: entry.body.length,
+    ...(entry.upstreamEtag !== undefined && { ue: entry.upstreamEtag }),
+    ...(entry.lastModified !== undefined && { lm: entry.lastModified }),
   };
-  const headerBytes = Buffer.from(JSON.stringify(header), 'utf8');
-  const out = Buffer.allocUnsafe(PREAMBLE + headerBytes.length + body.length);
+  return Buffer.from(JSON.stringify(header), 'utf8');
+}
+
+/** The preamble and the header: everything of the stored form but the body. */
+function encodePrefix(entry: CacheEntry, brotli: boolean, header: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(PREAMBLE + header.length);
   out.writeUInt8(ENTRY_FORMAT_VERSION, 0);
-  out.writeUInt8(flags, 1);
-  out.writeUInt32BE(headerBytes.length, 2);
-  headerBytes.copy(out, PREAMBLE);
-  body.copy(out, PREAMBLE + headerBytes.length);
+  out.writeUInt8(brotli ? FLAG_BROTLI : 0, 1);
+  writeTimes(out, entry);
+  out.writeUInt32BE(header.length, HEADER_LENGTH_OFFSET);
+  header.copy(out, PREAMBLE);
   return out;
+}
+
+function writeTimes(out: Buffer, entry: CacheEntry, at = TIMES_OFFSET): void {
+  out.writeDoubleBE(entry.storedAt, at);
+  out.writeDoubleBE(entry.freshUntil, at + 8);
+  out.writeDoubleBE(entry.keepUntil, at + 16);
+}
+
+export function encodeEntry(entry: CacheEntry): Buffer {
+  const coded = storedBody(entry);
+  const body = coded?.body ?? entry.body;
+  const prefix = encodePrefix(entry, coded !== undefined, headerBytes(entry));
+  const out = Buffer.allocUnsafe(prefix.length + body.length);
+  prefix.copy(out, 0);
+  body.copy(out, prefix.length);
+  return out;
+}
+
+/**
+ * The stored prefix (preamble and header) of each entry decoded from stored bytes, exactly as it
+ * was read: a freshen compares against what the store held, not against a re-encoding.
+ */
+const readPrefixes = new WeakMap<CacheEntry, Buffer>();
+
+/**
+ * The preamble and header of an entry's stored form: as read from the store for an entry decoded
+ * from it, else as `encodeEntry` writes them.
+ */
+export function storedPrefix(entry: CacheEntry): Buffer {
+  return readPrefixes.get(entry) ?? encodePrefix(entry, storedBody(entry) !== undefined, headerBytes(entry));
+}
+
+/**
+ * Whether `fresher` is `stored` freshened (RFC 9111 §4.3.4): the same response and body, the same
+ * stored form, only its times and the upstream's validators new. What a store's `freshen` takes.
+ */
+export function isFreshening(stored: CacheEntry, fresher: CacheEntry): boolean {
+  return (
+    fresher.status === stored.status &&
+    fresher.contentType === stored.contentType &&
+    fresher.etag === stored.etag &&
+    fresher.generation === stored.generation &&
+    fresher.body.length === stored.body.length &&
+    (fresher.brotli === undefined) === (stored.brotli === undefined)
+  );
+}
+
+/**
+ * How to turn the stored form of `stored` into that of `fresher` in place: the 24-byte freshness
+ * block at its fixed offset when the header is unchanged (the usual case), else the whole prefix
+ * (`offset` 0 when it keeps its length; `undefined` when the body must move behind a new one).
+ */
+export function freshening(
+  stored: CacheEntry,
+  fresher: CacheEntry,
+): { readonly expected: Buffer; readonly bytes: Buffer; readonly offset: number | undefined } {
+  const expected = storedPrefix(stored);
+  const header = headerBytes(fresher);
+  if (header.equals(expected.subarray(PREAMBLE))) {
+    const times = Buffer.allocUnsafe(TIMES_BYTES);
+    writeTimes(times, fresher, 0);
+    return { expected, bytes: times, offset: TIMES_OFFSET };
+  }
+  const prefix = encodePrefix(fresher, (expected.readUInt8(1) & FLAG_BROTLI) !== 0, header);
+  return { expected, bytes: prefix, offset: prefix.length === expected.length ? 0 : undefined };
+}
+
+/**
+ * Whether two entries are one stored entry: one fill's, not freshened since (every field of the
+ * stored prefix alike; the body is that fill's, named by its hash and length).
+ */
+export function sameStoredEntry(a: CacheEntry, b: CacheEntry): boolean {
+  return (
+    a === b ||
+    (a.storedAt === b.storedAt &&
+      a.freshUntil === b.freshUntil &&
+      a.keepUntil === b.keepUntil &&
+      a.etag === b.etag &&
+      a.generation === b.generation &&
+      a.status === b.status &&
+      a.contentType === b.contentType &&
+      a.body.length === b.body.length &&
+      a.upstreamEtag === b.upstreamEtag &&
+      a.lastModified === b.lastModified)
+  );
 }
 
 function isHeader(value: unknown): value is Header {
@@ -135,18 +247,21 @@ function isHeader(value: unknown): value is Header {
     Number.isInteger(h.s) &&
     typeof h.t === 'string' &&
     typeof h.e === 'string' &&
-    Number.isFinite(h.a) &&
-    Number.isFinite(h.f) &&
-    Number.isFinite(h.k) &&
     typeof h.g === 'string' &&
-    Number.isInteger(h.n)
+    Number.isInteger(h.n) &&
+    (h.ue === undefined || typeof h.ue === 'string') &&
+    (h.lm === undefined || typeof h.lm === 'string')
   );
 }
 
 export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
   if (bytes.length < PREAMBLE || bytes.readUInt8(0) !== ENTRY_FORMAT_VERSION) return undefined;
   const flags = bytes.readUInt8(1);
-  const headerLength = bytes.readUInt32BE(2);
+  const storedAt = bytes.readDoubleBE(TIMES_OFFSET);
+  const freshUntil = bytes.readDoubleBE(TIMES_OFFSET + 8);
+  const keepUntil = bytes.readDoubleBE(TIMES_OFFSET + 16);
+  if (!(Number.isFinite(storedAt) && Number.isFinite(freshUntil) && Number.isFinite(keepUntil))) return undefined;
+  const headerLength = bytes.readUInt32BE(HEADER_LENGTH_OFFSET);
   if (PREAMBLE + headerLength > bytes.length) return undefined;
   let header: unknown;
   try {
@@ -165,16 +280,21 @@ export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
     }
   }
   if (body.length !== header.n) return undefined;
-  return {
+  const entry: CacheEntry = {
     status: header.s,
     contentType: header.t,
     etag: header.e,
     body,
     // The stored bytes themselves: a `br` answer is a slice of what Redis sent.
     brotli: (flags & FLAG_BROTLI) === 0 ? undefined : { coding: 'br', body: stored, etag: codedEtag(header.e, 'br') },
-    storedAt: header.a,
-    freshUntil: header.f,
-    keepUntil: header.k,
+    storedAt,
+    freshUntil,
+    keepUntil,
     generation: header.g,
+    ...(header.ue !== undefined && { upstreamEtag: header.ue }),
+    ...(header.lm !== undefined && { lastModified: header.lm }),
   };
+  // A view of the bytes read (no copy): the body's own slice keeps them alive anyway.
+  readPrefixes.set(entry, bytes.subarray(0, PREAMBLE + headerLength));
+  return entry;
 }

@@ -2,25 +2,42 @@
  * One fill of a key from the origin, once for every request of every replica that wants it: the
  * coalescing lease across replicas (coordinator.ts), the origin's answer judged cacheable or not,
  * and the entry stored (docs/cache.md).
+ *
+ * A fill that refreshes an entry of the current generation (a background refresh, or a request
+ * that found it stale) revalidates it (docs/cache.md#revalidation): it sends the upstream's
+ * validators kept with it, and a 304, or a 200 whose body is byte for byte the stored one, only
+ * freshens the stored entry (RFC 9111 §4.3.4): new times and validators, the body neither sent to
+ * the store nor written again.
  */
+import { BadGatewayError } from '../errors/proxy-error.js';
+import type { Metrics } from '../observability/metrics.js';
 import { createTurnGate } from '../platform/turn-gate.js';
 import type { CacheAddress } from './cache-key.js';
 import type { FillCoordinator, LeaseOutcome } from './coordinator.js';
 import { type CacheEntry, brotliBody, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
-import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
+import type { Origin, OriginAnswer, OriginFailure, ReadRequest, Validators } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import { withPolicy } from './read-outcome.js';
 import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
+
+/**
+ * What a refresh of a stored entry learnt (`slab_proxy_revalidations_total`): the upstream answered
+ * 304 (`not_modified`), or 200 with the stored body (`identical`), or with another answer (`modified`).
+ */
+export type Revalidation = 'not_modified' | 'identical' | 'modified';
 
 /** The result of one fill, as every request waiting on it sees it. */
 export type Fill =
   | {
       readonly kind: 'entry';
       readonly entry: CacheEntry;
+      /** Stored, or (a revalidation) the stored entry freshened. */
       readonly stored: boolean;
       readonly upstreamMs: number | undefined;
       readonly collapsed: boolean;
+      /** Set when the fill refreshed an entry of the current generation it found stored. */
+      readonly revalidation?: Revalidation | undefined;
     }
   | { readonly kind: 'failure'; readonly outcome: OriginFailure }
   /** 401/403/429/other 4xx: for the request whose token it was. */
@@ -36,16 +53,30 @@ export interface FillerOptions {
   /** How long a replica waits for another replica's fill before looking again, ms. */
   readonly coalesceWaitMs: number;
   readonly now: () => number;
+  readonly metrics?: Pick<Metrics, 'revalidation'> | undefined;
 }
 
 /** Times a replica waits on another replica's lease before fetching regardless. */
 const LEASE_ROUNDS = 2;
 const SKIPPED: Fill = { kind: 'skipped' };
 
+/** The times of an entry stored at `storedAt` under the policy in force. */
+function timesFor(
+  status: number,
+  policy: EffectivePolicy,
+  storedAt: number,
+): Pick<CacheEntry, 'storedAt' | 'freshUntil' | 'keepUntil'> {
+  const ttl = status === 200 ? policy.ttl : policy.notFoundTtl;
+  const freshUntil = storedAt + ttl * 1000;
+  return {
+    storedAt,
+    freshUntil,
+    keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,
+  };
+}
+
 /** The entry for a cacheable answer (a well-formed 200, or the 404 of a single record). */
 function entryFor(answer: OriginAnswer, policy: EffectivePolicy, generation: string, storedAt: number): CacheEntry {
-  const ttl = answer.status === 200 ? policy.ttl : policy.notFoundTtl;
-  const freshUntil = storedAt + ttl * 1000;
   const etag = strongEtag(answer.body);
   return {
     status: answer.status,
@@ -54,11 +85,38 @@ function entryFor(answer: OriginAnswer, policy: EffectivePolicy, generation: str
     body: answer.body,
     // Compressed once, here: the store keeps it, and `br` clients are sent it, this one included.
     brotli: brotliBody(answer.body, etag),
-    storedAt,
-    freshUntil,
-    keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,
+    ...timesFor(answer.status, policy, storedAt),
     generation,
+    upstreamEtag: answer.etag,
+    lastModified: answer.lastModified,
   };
+}
+
+/**
+ * The stored entry freshened at `at` (RFC 9111 §4.3.4): its response and body, the times of the
+ * policy in force now, and the validators the origin gave this time.
+ */
+function freshened(held: CacheEntry, policy: EffectivePolicy, at: number, validators: Validators): CacheEntry {
+  return {
+    ...held,
+    ...timesFor(held.status, policy, at),
+    upstreamEtag: validators.etag,
+    lastModified: validators.lastModified,
+  };
+}
+
+/** A 304 to a request that carried no validators: no answer to it (a bad gateway). */
+export function unaskedNotModified(upstreamMs: number): OriginFailure {
+  return { kind: 'failure', error: new BadGatewayError(), fwdStatus: 502, upstreamStatus: 304, upstreamMs };
+}
+
+/** Whether a 200 or 404 carries the very response stored: status, type and every body byte. */
+function isSameAnswer(held: CacheEntry, answer: OriginAnswer): boolean {
+  return (
+    held.status === answer.status &&
+    held.contentType === (answer.contentType ?? 'application/json') &&
+    held.body.equals(answer.body)
+  );
 }
 
 /** Fills keys from the origin; owns the turn that background fills take for their CPU work. */
@@ -84,11 +142,13 @@ export class Filler {
     const waited = await this.#waitForOtherReplicas(request, address, lease, background);
     if (waited.kind === 'filled') return waited.fill;
     try {
+      let latest = lookup;
       if (waited.lease === 'acquired') {
-        const filled = await this.#filledMeanwhile(address, policy, lookup);
-        if (filled !== undefined) return background ? SKIPPED : filled;
+        const again = await this.#filledMeanwhile(address, policy, lookup);
+        if (again.kind === 'filled') return background ? SKIPPED : again.fill;
+        latest = again.lookup;
       }
-      return await this.#fetchAndStore(request, address, policy, lookup, background);
+      return await this.#fetchAndStore(request, address, policy, latest, background);
     } finally {
       // Not awaited: the answer never waits for Redis bookkeeping (the release never rejects).
       if (waited.lease === 'acquired') void coordinator.release(address);
@@ -125,13 +185,14 @@ export class Filler {
   /**
    * The lease was free, but another replica may have filled the key between this replica's lookup
    * and its lease (it stored, then released): read once more before asking the origin, so that
-   * every key costs one upstream request, however the requests interleave.
+   * every key costs one upstream request, however the requests interleave. What was read is what
+   * the fill then refreshes (its validators, and the entry a freshen expects to find).
    */
   async #filledMeanwhile(
     address: CacheAddress,
     policy: EffectivePolicy,
     lookup: StoreLookup,
-  ): Promise<Fill | undefined> {
+  ): Promise<{ readonly kind: 'filled'; readonly fill: Fill } | { readonly kind: 'go'; readonly lookup: StoreLookup }> {
     const { store, now } = this.#options;
     const filled = await store.lookup(address);
     if (
@@ -139,8 +200,8 @@ export class Filler {
       now() >= withPolicy(filled.entry, policy).freshUntil ||
       filled.entry.storedAt <= (lookup.entry?.storedAt ?? 0)
     )
-      return undefined;
-    return this.#filledElsewhere(address, filled.entry, filled.generation);
+      return { kind: 'go', lookup: filled.available ? filled : lookup };
+    return { kind: 'filled', fill: this.#filledElsewhere(address, filled.entry, filled.generation) };
   }
 
   /** Another fill's entry, found in the store: held in the L1 too, and shared as a collapsed fill. */
@@ -158,23 +219,82 @@ export class Filler {
     lookup: StoreLookup,
     background: boolean,
   ): Promise<Fill> {
-    const { store, l1, fetch, now } = this.#options;
+    const { store, l1, fetch, now, metrics } = this.#options;
     const generation = lookup.generation ?? (await store.ensureGeneration(address));
     if (lookup.generation === undefined && generation !== undefined) l1?.noteGeneration(address.tag, generation);
-    const outcome = await fetch(request);
+    // The entry this fill refreshes: the store's, of the current generation (a purged one is no
+    // base to revalidate). Only a 200 is revalidated with its validators: a server evaluates a
+    // precondition only for a 2xx (RFC 9110 §13.2.1); a record 404 can still be found identical.
+    const held = isCurrent(lookup) ? lookup.entry : undefined;
+    const validators: Validators | undefined =
+      held?.status === 200 && (held.upstreamEtag !== undefined || held.lastModified !== undefined)
+        ? { etag: held.upstreamEtag, lastModified: held.lastModified }
+        : undefined;
+    const outcome = await fetch(request, validators);
     if (outcome.kind === 'failure') return { kind: 'failure', outcome };
+    if (outcome.kind === 'not-modified') {
+      const { notModified } = outcome;
+      // Only a request sent with validators has one (src/upstream/fetch-read.ts): else a bad answer.
+      if (held === undefined) return { kind: 'failure', outcome: unaskedNotModified(notModified.elapsedMs) };
+      // RFC 9111 §4.3.4: the stored validators are replaced by those the 304 carries, kept otherwise.
+      const fresher = freshened(held, policy, now(), {
+        etag: notModified.etag ?? held.upstreamEtag,
+        lastModified: notModified.lastModified ?? held.lastModified,
+      });
+      return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs);
+    }
     const { answer } = outcome;
     const cacheable = answer.status === 200 || (answer.status === 404 && request.read.kind === 'record');
     if (!cacheable) return { kind: 'private', answer };
     // A background refresh has no client waiting: its CPU work waits for a turn of its own, so
     // that a burst of refreshes never holds the hits queued behind it (src/platform/turn-gate.ts).
     if (background) await this.#backgroundTurn();
+    // The stored response again, byte for byte (an upstream without validators, or one that
+    // ignores them): freshened like a 304, with this answer's validators; nothing hashed,
+    // compressed or written but the times.
+    if (held !== undefined && isSameAnswer(held, answer)) {
+      const fresher = freshened(held, policy, now(), { etag: answer.etag, lastModified: answer.lastModified });
+      return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs);
+    }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
     const entry = entryFor(answer, policy, generation ?? '', now());
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
     const stored = storable && (await store.save(address, entry));
     if (stored) l1?.set(address.key, entry);
-    return { kind: 'entry', entry, stored, upstreamMs: answer.elapsedMs, collapsed: false };
+    if (held !== undefined) metrics?.revalidation('modified');
+    return {
+      kind: 'entry',
+      entry,
+      stored,
+      upstreamMs: answer.elapsedMs,
+      collapsed: false,
+      revalidation: held === undefined ? undefined : 'modified',
+    };
+  }
+
+  /**
+   * The stored entry freshened: in the store when it is still the one this fill read (another
+   * fill or freshen that came first is newer, and is left as it is; this request is still served
+   * the freshened copy, which the origin has just confirmed); saved whole when it has gone meanwhile
+   * (expired or evicted: the body is at hand, and the next request would otherwise fetch it).
+   */
+  async #freshen(
+    address: CacheAddress,
+    held: CacheEntry,
+    fresher: CacheEntry,
+    revalidation: Revalidation,
+    upstreamMs: number,
+  ): Promise<Fill> {
+    const { store, l1, metrics } = this.#options;
+    metrics?.revalidation(revalidation);
+    let stored = false;
+    // A policy of ttl 0 (caching turned off since) keeps nothing, as for any fill.
+    if (fresher.freshUntil > fresher.storedAt) {
+      const result = await store.freshen(address, held, fresher);
+      stored = result === 'freshened' || (result === 'missing' && (await store.save(address, fresher)));
+    }
+    if (stored) l1?.set(address.key, fresher);
+    return { kind: 'entry', entry: fresher, stored, upstreamMs, collapsed: false, revalidation };
   }
 }

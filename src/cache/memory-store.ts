@@ -4,7 +4,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
-import { type CacheEntry, entryBytes } from './entry.js';
+import { type CacheEntry, entryBytes, isFreshening, sameStoredEntry } from './entry.js';
 import { type CacheStore, type StoreFootprint, type StoreLookup, newGeneration } from './store.js';
 
 /** Bookkeeping bytes per entry beyond its body (key, header fields, LRU node). */
@@ -52,6 +52,15 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
       const fits = entryBytes(entry) + address.key.length + ENTRY_OVERHEAD <= options.maxBytes;
       if (ttl > 0 && fits) entries.set(address.key, entry);
       return Promise.resolve(ttl > 0 && fits);
+    },
+    freshen(address, stored, fresher) {
+      const current = peek(address).entry;
+      if (current === undefined) return Promise.resolve('missing');
+      if (!sameStoredEntry(current, stored) || !isFreshening(stored, fresher) || fresher.keepUntil <= now())
+        return Promise.resolve('changed');
+      // A freshening carries the stored entry's own body Buffers: nothing of the body is copied.
+      entries.set(address.key, fresher);
+      return Promise.resolve('freshened');
     },
     purge(group: CacheGroup) {
       const generation = newGeneration();

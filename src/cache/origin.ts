@@ -22,13 +22,36 @@ export interface ReadRequest {
   readonly clientTrace?: TraceFields | undefined;
 }
 
+/**
+ * The validators of a stored response, for a conditional refresh of it (RFC 9111 §4.3.1): the
+ * origin's `ETag` goes as `If-None-Match`, its `Last-Modified` as `If-Modified-Since`.
+ */
+export interface Validators {
+  readonly etag?: string | undefined;
+  readonly lastModified?: string | undefined;
+}
+
 /** An answer of the origin, as it sent it. */
 export interface OriginAnswer {
   readonly status: number;
   readonly contentType: string | undefined;
   /** The origin's `Retry-After`, verbatim (429 and 503). */
   readonly retryAfter: string | undefined;
+  /** The origin's `ETag` and `Last-Modified`, when it sent well-formed ones. */
+  readonly etag?: string | undefined;
+  readonly lastModified?: string | undefined;
   readonly body: Buffer;
+  readonly elapsedMs: number;
+}
+
+/**
+ * A 304 to a conditional refresh (RFC 9110 §15.4.5): the stored response is still the origin's,
+ * with the validators the 304 carried (RFC 9111 §4.3.4). Never passed to a client, never stored as
+ * a page: the cache freshens the entry it holds.
+ */
+export interface NotModified {
+  readonly etag: string | undefined;
+  readonly lastModified: string | undefined;
   readonly elapsedMs: number;
 }
 
@@ -38,6 +61,8 @@ export interface OriginAnswer {
  */
 export type OriginOutcome =
   | { readonly kind: 'answer'; readonly answer: OriginAnswer }
+  /** Only ever to a request sent with validators: a 304 to any other is a bad answer (a failure). */
+  | { readonly kind: 'not-modified'; readonly notModified: NotModified }
   | {
       readonly kind: 'failure';
       readonly error: ProxyError;
@@ -50,5 +75,8 @@ export type OriginOutcome =
 
 export type OriginFailure = Extract<OriginOutcome, { kind: 'failure' }>;
 
-/** How the cache reaches the origin. */
-export type Origin = (request: ReadRequest) => Promise<OriginOutcome>;
+/**
+ * How the cache reaches the origin: one read, unconditional, or conditional on the stored
+ * response's validators (a refresh of an entry that has them).
+ */
+export type Origin = (request: ReadRequest, validators?: Validators) => Promise<OriginOutcome>;

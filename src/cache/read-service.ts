@@ -26,7 +26,7 @@ import { BackgroundRefresher } from './background-refresher.js';
 import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
 import type { FillCoordinator } from './coordinator.js';
 import type { CacheEntry } from './entry.js';
-import { type Fill, Filler } from './fill.js';
+import { type Fill, Filler, unaskedNotModified } from './fill.js';
 import { FillTable, type Joined } from './fill-table.js';
 import type { L1Cache } from './l1.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
@@ -64,7 +64,7 @@ export interface ReadServiceOptions {
   /** How long a replica waits for another replica's fill before fetching itself, ms. */
   readonly coalesceWaitMs: number;
   readonly now?: () => number;
-  readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup'>;
+  readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup' | 'revalidation'>;
   /** Background refreshes and their failures, for tests and metrics. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** How purges reach the other replicas (default: this process only). */
@@ -265,7 +265,9 @@ class CacheReadService implements ReadService {
       // The leader's 401/403/429 was its own, or a background refresh stood down: this request
       // tries again with its own token (docs/cache.md), leading or joining the next fill.
     }
+    // Unconditional: a 304 to it is no answer (src/upstream/fetch-read.ts makes it a failure).
     const own = await this.#options.fetch(request);
+    if (own.kind === 'not-modified') return failed(unaskedNotModified(own.notModified.elapsedMs));
     return own.kind === 'failure' ? failed(own) : passOn(own.answer);
   }
 
@@ -290,12 +292,17 @@ class CacheReadService implements ReadService {
   #fromFill(result: Extract<Fill, { kind: 'entry' }>, leader: boolean, policy: EffectivePolicy): ReadOutcome {
     const collapsed = !leader || result.collapsed;
     if (collapsed) this.#options.metrics?.coalesced(leader ? 'replicas' : 'process');
-    const fwdStatus = result.entry.status;
+    // A refresh of a stored entry forwarded a stale one (RFC 9211 §2.2: `fwd=stale`), and a 304
+    // is what the upstream answered it (`fwd-status=304`), though the client gets the stored 200.
+    const revalidated = result.revalidation !== undefined;
+    const fwdStatus = result.revalidation === 'not_modified' ? 304 : result.entry.status;
     return fromEntry(
       // The policy in force now, as for every answer from an entry (another replica filled it).
       withPolicy(result.entry, policy),
       this.#now(),
-      collapsed ? { kind: 'collapsed', fwdStatus } : { kind: 'miss', fwdStatus, stored: result.stored },
+      collapsed
+        ? { kind: 'collapsed', fwdStatus, stale: revalidated }
+        : { kind: 'miss', fwdStatus, stored: result.stored, stale: revalidated },
       // A follower waited on the leader's upstream exchange: that time is not the proxy's own.
       result.upstreamMs,
     );

@@ -1,15 +1,40 @@
 /**
  * The Redis store (docs/cache.md). A lookup is one MGET of the group's generation and the entry (one
- * hash slot, one round trip, auto-pipelined); a save is one SET with PX until `keepUntil`; a purge
- * is one SET of a new generation. Every failure is a miss or a skipped save, never an error.
+ * hash slot, one round trip, auto-pipelined); a save is one SET with PX until `keepUntil`; a freshen
+ * is one script on the entry's key alone (FRESHEN_SCRIPT); a purge is one SET of a new generation.
+ * Every failure is a miss or a skipped write, never an error.
  */
 import type { CacheGroup } from './cache-key.js';
 import { generationKey } from './cache-key.js';
-import { decodeEntry, encodeEntry } from './entry.js';
+import { decodeEntry, encodeEntry, freshening, isFreshening } from './entry.js';
 import type { RedisClient, RedisHealth } from '../platform/redis.js';
-import { type CacheStore, type StoreLookup, newGeneration } from './store.js';
+import { type CacheStore, type FreshenResult, type StoreLookup, newGeneration } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
+
+/**
+ * A freshen (RFC 9111 §4.3.4: the stored response updated, its body kept; docs/cache.md#revalidation),
+ * on one key, so one hash slot of a cluster. ARGV[1] is the stored prefix (preamble and header) of
+ * the entry the caller read; if the value still starts with it, ARGV[2] is written at offset
+ * ARGV[3] (the 24-byte freshness block at 2 when the header is unchanged, the whole prefix at 0
+ * when it keeps its length), or, with ARGV[3] = -1, the value becomes ARGV[2] followed by the
+ * body already there (a header of another length: the body moves inside Redis, never over the
+ * wire); then the key expires in ARGV[4] ms. 1: freshened; 0: the value is another (a fill or a
+ * freshen came first): nothing written; -1: no such key.
+ */
+const FRESHEN_SCRIPT = `if redis.call('exists', KEYS[1]) == 0 then return -1 end
+local expected = ARGV[1]
+if redis.call('getrange', KEYS[1], 0, string.len(expected) - 1) ~= expected then return 0 end
+local offset = tonumber(ARGV[3])
+if offset >= 0 then
+  redis.call('setrange', KEYS[1], offset, ARGV[2])
+else
+  redis.call('set', KEYS[1], ARGV[2] .. redis.call('getrange', KEYS[1], string.len(expected), -1))
+end
+redis.call('pexpire', KEYS[1], ARGV[4])
+return 1`;
+
+const FRESHEN_RESULTS: Readonly<Record<string, FreshenResult>> = { '1': 'freshened', '0': 'changed', '-1': 'missing' };
 
 export interface RedisStoreOptions {
   readonly client: RedisClient;
@@ -66,6 +91,20 @@ export function createRedisStore(options: RedisStoreOptions): CacheStore {
       } catch (error) {
         failed('save', address.key, error);
         return false;
+      }
+    },
+    async freshen(address, stored, fresher) {
+      // Relative, as for a save: the proxy's clock and Redis's need not agree.
+      const ttl = Math.ceil(fresher.keepUntil - now());
+      if (ttl <= 0 || !isFreshening(stored, fresher)) return 'changed';
+      if (!health.usable(address.key)) return 'unavailable';
+      const { expected, bytes, offset } = freshening(stored, fresher);
+      try {
+        const reply = await client.eval(FRESHEN_SCRIPT, 1, address.key, expected, bytes, offset ?? -1, ttl);
+        return FRESHEN_RESULTS[String(reply)] ?? 'unavailable';
+      } catch (error) {
+        failed('freshen', address.key, error);
+        return 'unavailable';
       }
     },
     async purge(group: CacheGroup) {

@@ -16,6 +16,14 @@ export interface StoreLookup {
   readonly available: boolean;
 }
 
+/**
+ * What a freshen did: `freshened` (the stored entry now has the new times and validators, its body
+ * untouched); `changed` (the stored entry is no longer the one given: another fill or freshen wrote
+ * it meanwhile, and it is left as it is); `missing` (no entry any more: expired or evicted);
+ * `unavailable` (the store could not be asked). Only `freshened` wrote anything.
+ */
+export type FreshenResult = 'freshened' | 'changed' | 'missing' | 'unavailable';
+
 /** What an in-process store holds, for the metrics. */
 export interface StoreFootprint {
   readonly entries: number;
@@ -32,6 +40,14 @@ export interface CacheStore {
   ensureGeneration(address: CacheAddress): Promise<string | undefined>;
   /** Keeps the entry until its `keepUntil`; true when it was kept. Never throws. */
   save(address: CacheAddress, entry: CacheEntry): Promise<boolean>;
+  /**
+   * Freshens a stored entry in place (RFC 9111 §4.3.4, docs/cache.md#revalidation): if the entry
+   * under the address is still `stored` (as read, not written again since), it takes `fresher`'s
+   * times and upstream validators and is kept until `fresher.keepUntil`; its body is neither sent
+   * nor written. `fresher` must be `stored` freshened (`isFreshening`): else nothing is written.
+   * Never throws.
+   */
+  freshen(address: CacheAddress, stored: CacheEntry, fresher: CacheEntry): Promise<FreshenResult>;
   /** An O(1) purge: a new generation makes every older entry of the group a miss. */
   purge(group: CacheGroup): Promise<string | undefined>;
   /** Entries and bytes held, for stores in this process (a shared store's size is not one replica's). */

@@ -24,6 +24,7 @@ import {
   GAUGES,
   RATE_LIMITED,
   REDIS_ERRORS,
+  REVALIDATIONS,
   STORE_LOOKUPS,
   type ScrapeSources,
   UPSTREAM_REFUSALS,
@@ -49,6 +50,8 @@ export type RedisComponent = 'cache' | 'limits' | 'budget' | 'control';
 export type CoalesceScope = 'process' | 'replicas';
 /** Why a fill did not reach the upstream: the budget's bound wait, the open breaker, a company's 429 pause. */
 export type UpstreamRefusal = 'budget' | 'breaker' | 'paused';
+/** What a refresh of a stored page learnt: 304, the same body in a 200, or another answer. */
+export type RevalidationResult = 'not_modified' | 'identical' | 'modified';
 
 export interface Metrics {
   /** One per request the proxy answered on its API port. */
@@ -63,6 +66,8 @@ export interface Metrics {
   redisError(component: RedisComponent): void;
   l1Lookup(hit: boolean): void;
   storeLookup(result: 'hit' | 'stale' | 'miss' | 'unavailable'): void;
+  /** A refresh of a stored page (docs/cache.md#revalidation), by what the upstream said. */
+  revalidation(result: RevalidationResult): void;
   /** Prometheus text for a scrape. */
   render(): Promise<string>;
 }
@@ -84,6 +89,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const redisErrors = registry.counter(REDIS_ERRORS);
   const l1Lookups = new L1Lookups(registry);
   const storeLookups = registry.counter(STORE_LOOKUPS);
+  const revalidations = registry.counter(REVALIDATIONS);
   for (const gauge of GAUGES) {
     const read = gauge.read(options);
     if (read !== undefined) registry.gauge(gauge, read);
@@ -102,6 +108,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     redisError: (component) => redisErrors.labels(component).inc(),
     l1Lookup: (hit) => l1Lookups.record(hit),
     storeLookup: (result) => storeLookups.labels(result).inc(),
+    revalidation: (result) => revalidations.labels(result).inc(),
     render: () => registry.render(),
   };
 }

@@ -22,6 +22,9 @@ export interface UpstreamAnswer {
   readonly contentType: string | undefined;
   /** The upstream's `Retry-After`, verbatim (429 and 503). */
   readonly retryAfter: string | undefined;
+  /** The upstream's validators, as received (`validators.ts` judges them). */
+  readonly etag: string | string[] | undefined;
+  readonly lastModified: string | string[] | undefined;
   readonly body: Buffer;
   readonly elapsedMs: number;
 }
@@ -55,6 +58,12 @@ export interface UpstreamRequest {
    * request then carries `traceparent` and, when the client sent one, `tracestate` as well.
    */
   readonly trace?: TraceFields | undefined;
+  /**
+   * A conditional refresh of a stored page (RFC 9111 §4.3.1): `If-None-Match` with its entity
+   * tag, `If-Modified-Since` with its date.
+   */
+  readonly ifNoneMatch?: string | undefined;
+  readonly ifModifiedSince?: string | undefined;
 }
 
 export interface UpstreamClient {
@@ -173,6 +182,8 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       headers.traceparent = trace.traceparent;
       if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
     }
+    if (request.ifNoneMatch !== undefined) headers['if-none-match'] = request.ifNoneMatch;
+    if (request.ifModifiedSince !== undefined) headers['if-modified-since'] = request.ifModifiedSince;
     const response = await pool.request({ method: 'GET', path: basePath + request.target, headers, signal: deadline });
     // From here on an answer has begun: a failure while reading it is never retried.
     let body: Buffer;
@@ -185,6 +196,8 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       status: response.statusCode,
       contentType: headerValue(response.headers['content-type']),
       retryAfter: headerValue(response.headers['retry-after']),
+      etag: response.headers.etag,
+      lastModified: response.headers['last-modified'],
       body,
       elapsedMs: performance.now() - startedAt,
     };

@@ -29,7 +29,7 @@ export interface GuardOptions {
 export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
   const { breaker, pause, budget, metrics } = options;
   const now = options.now ?? Date.now;
-  return async (request) => {
+  return async (request, validators) => {
     const company = request.principal.company;
     const paused = await pause.check(company);
     if (paused.kind === 'paused') {
@@ -51,7 +51,7 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
         upstreamMs: 0,
       };
     }
-    const slot = await budget.run(() => fetch(request), options.maxQueueWaitMs);
+    const slot = await budget.run(() => fetch(request, validators), options.maxQueueWaitMs);
     if (slot.kind === 'refused') {
       // The upstream's budget is spent for now: not a failure of the upstream, so not the breaker's.
       metrics?.upstreamRefused('budget');
@@ -63,6 +63,7 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
       const resource = request.read.resource.name;
       if (outcome.kind === 'failure')
         metrics.upstream(resource, outcome.upstreamStatus ?? 'error', outcome.upstreamMs / 1000);
+      else if (outcome.kind === 'not-modified') metrics.upstream(resource, 304, outcome.notModified.elapsedMs / 1000);
       else metrics.upstream(resource, outcome.answer.status, outcome.answer.elapsedMs / 1000);
     }
     if (outcome.kind === 'failure') breaker.failure();

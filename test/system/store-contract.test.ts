@@ -1,7 +1,8 @@
 /**
- * One contract for every `CacheStore` (after undici's cache-store tests): the in-process store and
- * the Redis store against a real `redis-server`. Then what only Redis can do to a store: corrupt
- * bytes, a killed server, a hung server, and the recovery.
+ * One contract for every `CacheStore` (after undici's cache-store tests): the in-process store, and
+ * the Redis store against a real `redis-server` and a real Redis Cluster. Then what only Redis can
+ * do to a store: corrupt bytes, a killed server, a hung server, and the recovery; and what a
+ * freshen sends it (the prefix, never the body).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cacheAddress, type CacheAddress } from '../../src/cache/cache-key.js';
@@ -14,6 +15,7 @@ import type { Principal } from '../../src/auth/principal.js';
 import { canonicaliseTarget } from '../../src/request/canonical-read.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { type RedisServer, clientReady, startRedis } from '../helpers/redis.js';
+import { type RedisCluster, startRedisCluster } from '../../src/dev/redis-cluster.js';
 
 function principal(company: string): Principal {
   return {
@@ -58,6 +60,8 @@ const BIG_BODY = JSON.stringify({
 
 interface StoreUnderTest {
   readonly store: CacheStore;
+  /** The store's expiry clock now. */
+  now(): number;
   /** Lets `ms` pass for the store's expiry clock. */
   advance(ms: number): Promise<void>;
 }
@@ -129,9 +133,99 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
     it('forgets an entry at its keepUntil', async () => {
       const a = address('receipts?per_page=7');
       const generation = (await subject.store.ensureGeneration(a)) ?? '';
-      await subject.store.save(a, entry(generation, '{"short":true}', 200));
+      await subject.store.save(a, entry(generation, '{"short":true}', 200, subject.now()));
       expect((await subject.store.lookup(a)).entry).toBeDefined();
       await subject.advance(400);
+      expect((await subject.store.lookup(a)).entry).toBeUndefined();
+    });
+
+    it('freshens an entry in place: new times and expiry, the same body and client ETag, byte for byte', async () => {
+      for (const body of ['{"data":{}}', BIG_BODY]) {
+        const a = address(`receipts?per_page=20&shipment_id=${body.length}`);
+        const generation = (await subject.store.ensureGeneration(a)) ?? '';
+        const at = subject.now();
+        await subject.store.save(a, { ...entry(generation, body, 300, at), upstreamEtag: '"u1"' });
+        const held = (await subject.store.lookup(a)).entry;
+        if (held === undefined) throw new Error('saved');
+        const fresher: CacheEntry = {
+          ...held,
+          storedAt: at + 100,
+          freshUntil: at + 5_000,
+          keepUntil: at + 60_000,
+          upstreamEtag: '"u1"',
+        };
+        expect(await subject.store.freshen(a, held, fresher)).toBe('freshened');
+        const found = await subject.store.lookup(a);
+        expect(found.entry).toEqual(fresher);
+        expect(found.entry?.body.equals(Buffer.from(body))).toBe(true);
+        expect(found.entry?.etag).toBe(held.etag);
+        expect(isCurrent(found)).toBe(true);
+        // The expiry moved with keepUntil: the entry outlives the 300 ms it was saved for.
+        await subject.advance(500);
+        expect((await subject.store.lookup(a)).entry?.storedAt).toBe(at + 100);
+      }
+    });
+
+    it('freshens with the upstream’s validators changed, whatever their length', async () => {
+      const a = address('receipts?per_page=21');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      await subject.store.save(a, { ...entry(generation, BIG_BODY, 60_000, subject.now()), upstreamEtag: '"u1"' });
+      for (const validators of [
+        { upstreamEtag: '"u2"', lastModified: undefined },
+        { upstreamEtag: 'W/"a-longer-one"', lastModified: 'Tue, 03 Nov 2026 10:00:00 GMT' },
+        { upstreamEtag: undefined, lastModified: undefined },
+      ]) {
+        const held = (await subject.store.lookup(a)).entry;
+        if (held === undefined) throw new Error('saved');
+        const fresher: CacheEntry = {
+          ...held,
+          ...validators,
+          storedAt: held.storedAt + 1,
+          freshUntil: held.freshUntil + 1,
+        };
+        expect(await subject.store.freshen(a, held, fresher)).toBe('freshened');
+        const found = (await subject.store.lookup(a)).entry;
+        expect(found).toEqual(fresher);
+        expect(found?.body.toString()).toBe(BIG_BODY);
+      }
+    });
+
+    it('writes nothing when the entry changed since it was read (a fill or a freshen came first)', async () => {
+      const a = address('receipts?per_page=22');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      const at = subject.now();
+      await subject.store.save(a, entry(generation, '{"v":1}', 60_000, at));
+      const held = (await subject.store.lookup(a)).entry;
+      if (held === undefined) throw new Error('saved');
+      const fresher = { ...held, storedAt: at + 10, freshUntil: at + 9_000, keepUntil: at + 90_000 };
+      // Another replica's fill of another body meanwhile.
+      const newer = entry(generation, '{"v":2}', 60_000, at + 5);
+      await subject.store.save(a, newer);
+      expect(await subject.store.freshen(a, held, fresher)).toBe('changed');
+      expect((await subject.store.lookup(a)).entry).toEqual(newer);
+      // Another freshen meanwhile: the same body, other times.
+      const current = (await subject.store.lookup(a)).entry;
+      if (current === undefined) throw new Error('saved');
+      const first = { ...current, storedAt: at + 20, freshUntil: at + 9_000, keepUntil: at + 90_000 };
+      expect(await subject.store.freshen(a, current, first)).toBe('freshened');
+      expect(await subject.store.freshen(a, current, { ...first, storedAt: at + 30 })).toBe('changed');
+      expect((await subject.store.lookup(a)).entry).toEqual(first);
+      // Not a freshening at all (another body, so another ETag): nothing written either.
+      const other = { ...first, storedAt: at + 40, etag: '"other"', body: Buffer.from('{"v":33}') };
+      expect(await subject.store.freshen(a, first, other)).toBe('changed');
+      expect((await subject.store.lookup(a)).entry).toEqual(first);
+    });
+
+    it('writes nothing when the entry is gone', async () => {
+      const a = address('receipts?per_page=23');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      const at = subject.now();
+      await subject.store.save(a, entry(generation, '{"gone":true}', 200, at));
+      const held = (await subject.store.lookup(a)).entry;
+      if (held === undefined) throw new Error('saved');
+      await subject.advance(400);
+      const fresher = { ...held, storedAt: at + 400, freshUntil: at + 9_000, keepUntil: at + 90_000 };
+      expect(await subject.store.freshen(a, held, fresher)).toBe('missing');
       expect((await subject.store.lookup(a)).entry).toBeUndefined();
     });
 
@@ -143,12 +237,15 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
   });
 }
 
-let clock = Date.now();
+/** The memory store's clock: the wall clock, moved on by the tests instead of waiting. */
+let skipped = 0;
+const clock = (): number => Date.now() + skipped;
 contract('memory', () =>
   Promise.resolve({
-    store: createMemoryStore({ maxBytes: 1_048_576, now: () => clock }),
+    store: createMemoryStore({ maxBytes: 1_048_576, now: clock }),
+    now: clock,
     advance: (ms) => {
-      clock += ms;
+      skipped += ms;
       return Promise.resolve();
     },
   }),
@@ -173,10 +270,74 @@ afterAll(async () => {
 contract('redis', () =>
   Promise.resolve({
     store: createRedisStore({ client, health, prefix: 'test' }),
+    now: Date.now,
     // Redis expires keys by its own clock: the wait is the subject here, not a stand-in for an event.
     advance: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   }),
 );
+
+/** A real Redis Cluster (3 masters, 3 replicas): every operation is on one key's slot. */
+let cluster: RedisCluster;
+let clusterClient: RedisClient;
+beforeAll(async () => {
+  cluster = await startRedisCluster();
+  clusterClient = createRedisClient({ clusterNodes: cluster.seeds.split(','), commandTimeoutMs: 100 });
+  await clientReady(clusterClient);
+}, 60_000);
+afterAll(async () => {
+  clusterClient.disconnect();
+  await cluster.stop();
+});
+
+contract('redis cluster', () =>
+  Promise.resolve({
+    store: createRedisStore({
+      client: clusterClient,
+      health: new RedisHealth(clusterClient, { suspendMs: 1_000 }),
+      prefix: 'test',
+    }),
+    now: Date.now,
+    advance: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  }),
+);
+
+describe('a freshen on Redis', () => {
+  it('sends the entry’s prefix and 24 bytes of times, never its body, and writes them with SETRANGE', async () => {
+    const sent: number[] = [];
+    // The client as the store sees it, measuring what each script call carries.
+    const measured = new Proxy(client, {
+      get(target, property, receiver) {
+        if (property === 'eval')
+          return (...args: unknown[]) => {
+            sent.push(args.reduce<number>((n, arg) => n + (Buffer.isBuffer(arg) ? arg.length : String(arg).length), 0));
+            return (target.eval as (...a: unknown[]) => Promise<unknown>)(...args);
+          };
+        return Reflect.get(target, property, receiver) as unknown;
+      },
+    });
+    const store = createRedisStore({ client: measured, health, prefix: 'test' });
+    const a = address('transfers?per_page=30');
+    const body = JSON.stringify({
+      data: Array.from({ length: 300 }, (_, i) => ({ id: i, note: `n${String(i * 7919)}` })),
+      meta: {},
+    });
+    const generation = (await store.ensureGeneration(a)) ?? '';
+    await store.save(a, { ...entry(generation, body), brotli: undefined });
+    const held = (await store.lookup(a)).entry;
+    if (held === undefined) throw new Error('saved');
+    const stats = async (): Promise<string> => String(await client.info('commandstats'));
+    const setrangeCalls = (info: string): number => Number(/cmdstat_setrange:calls=(\d+)/.exec(info)?.[1] ?? 0);
+    const before = setrangeCalls(await stats());
+    expect(
+      await store.freshen(a, held, { ...held, storedAt: held.storedAt + 1, freshUntil: held.freshUntil + 1 }),
+    ).toBe('freshened');
+    expect(setrangeCalls(await stats())).toBe(before + 1);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toBeLessThan(1_000);
+    expect(body.length).toBeGreaterThan(5_000);
+    expect((await store.lookup(a)).entry?.body.toString()).toBe(body);
+  });
+});
 
 describe('the Redis store when Redis misbehaves', () => {
   it('treats corrupt or other-version bytes as no entry', async () => {

@@ -8,7 +8,11 @@ import {
   brotliBody,
   decodeEntry,
   encodeEntry,
+  freshening,
   gzipBody,
+  isFreshening,
+  sameStoredEntry,
+  storedPrefix,
   strongEtag,
 } from '../../src/cache/entry.js';
 import { L1Cache } from '../../src/cache/l1.js';
@@ -92,20 +96,102 @@ describe('entry format', () => {
     const flipped = Buffer.from(good);
     flipped.writeUInt8(flipped.readUInt8(good.length - 5) ^ 0xff, good.length - 5);
     const hugeHeader = Buffer.from(good);
-    hugeHeader.writeUInt32BE(1_000_000, 2);
-    const badJson = Buffer.concat([Buffer.from([ENTRY_FORMAT_VERSION, 0, 0, 0, 0, 3]), Buffer.from('{x}')]);
-    const wrongTypes = Buffer.concat([Buffer.from([ENTRY_FORMAT_VERSION, 0, 0, 0, 0, 2]), Buffer.from('{}')]);
+    hugeHeader.writeUInt32BE(1_000_000, 26);
+    const notATime = Buffer.from(good);
+    notATime.writeDoubleBE(Number.NaN, 10);
+    /** A format-2 preamble: version, flags, the three times, the header's length. */
+    const preamble = (header: string): Buffer => {
+      const out = Buffer.alloc(30);
+      out.writeUInt8(ENTRY_FORMAT_VERSION, 0);
+      out.writeUInt32BE(Buffer.byteLength(header), 26);
+      return Buffer.concat([out, Buffer.from(header)]);
+    };
+    const badJson = preamble('{x}');
+    const wrongTypes = preamble('{}');
+    const wrongValidator = preamble('{"s":200,"t":"a","e":"\\"x\\"","g":"g","n":0,"ue":7}');
+    expect(decodeEntry(preamble('{"s":200,"t":"a","e":"\\"x\\"","g":"g","n":0,"ue":"\\"u\\""}'))).toBeDefined();
     for (const bad of [
       good.subarray(0, good.length - 10),
       otherVersion,
       flipped,
       hugeHeader,
+      notATime,
       badJson,
       wrongTypes,
+      wrongValidator,
       Buffer.alloc(3),
     ]) {
       expect(decodeEntry(bad)).toBeUndefined();
     }
+  });
+
+  it('reads an entry of format 1 (before the validators) as nothing: a miss the next fill replaces', () => {
+    const header = Buffer.from(
+      JSON.stringify({ s: 200, t: 'application/json', e: '"x"', a: 1, f: 2, k: 3, g: 'g1', n: 2 }),
+    );
+    const v1 = Buffer.concat([Buffer.from([1, 0]), Buffer.alloc(4), header, Buffer.from('{}')]);
+    v1.writeUInt32BE(header.length, 2);
+    expect(ENTRY_FORMAT_VERSION).toBe(2);
+    expect(decodeEntry(v1)).toBeUndefined();
+  });
+
+  it('keeps the upstream’s validators, and the times in a fixed block at bytes 2–25', () => {
+    const withValidators: CacheEntry = {
+      ...entry(PAGE),
+      upstreamEtag: 'W/"up-1"',
+      lastModified: 'Tue, 03 Nov 2026 10:00:00 GMT',
+    };
+    const stored = encodeEntry(withValidators);
+    expect(decodeEntry(stored)).toMatchObject({
+      upstreamEtag: 'W/"up-1"',
+      lastModified: 'Tue, 03 Nov 2026 10:00:00 GMT',
+      etag: strongEtag(PAGE),
+    });
+    expect([stored.readDoubleBE(2), stored.readDoubleBE(10), stored.readDoubleBE(18)]).toEqual([
+      1_000, 31_000, 631_000,
+    ]);
+    // Without validators, the header has no field for them at all.
+    expect(encodeEntry(entry(PAGE)).toString('latin1')).not.toContain('"ue"');
+  });
+
+  it('freshens in place: the 24-byte block when the header is unchanged, else the whole prefix', () => {
+    const held = decodeEntry(encodeEntry({ ...entry(PAGE), upstreamEtag: '"a"' }));
+    if (held === undefined) throw new Error('decodes');
+    const later = { storedAt: 50_000, freshUntil: 80_000, keepUntil: 680_000 };
+    const apply = (fresher: CacheEntry): Buffer => {
+      const stored = Buffer.from(encodeEntry(held));
+      const { expected, bytes, offset } = freshening(held, fresher);
+      expect(stored.subarray(0, expected.length).equals(expected)).toBe(true);
+      if (offset === undefined) return Buffer.concat([bytes, stored.subarray(expected.length)]);
+      bytes.copy(stored, offset);
+      return stored;
+    };
+    const sameHeader = { ...held, ...later };
+    expect(isFreshening(held, sameHeader)).toBe(true);
+    const block = freshening(held, sameHeader);
+    expect([block.offset, block.bytes.length]).toEqual([2, 24]);
+    expect(apply(sameHeader).equals(encodeEntry(sameHeader))).toBe(true);
+    const sameLength = { ...held, ...later, upstreamEtag: '"b"' };
+    expect(freshening(held, sameLength).offset).toBe(0);
+    expect(apply(sameLength).equals(encodeEntry(sameLength))).toBe(true);
+    const longer = { ...held, ...later, upstreamEtag: '"bb"', lastModified: 'Tue, 03 Nov 2026 10:00:00 GMT' };
+    expect(freshening(held, longer).offset).toBeUndefined();
+    const moved = decodeEntry(apply(longer));
+    expect(moved?.body.equals(PAGE)).toBe(true);
+    expect(moved).toMatchObject({ ...later, upstreamEtag: '"bb"', etag: held.etag });
+    // Another body is no freshening.
+    expect(isFreshening(held, { ...entry(Buffer.from('{"other":1}')), ...later })).toBe(false);
+  });
+
+  it('compares a freshen against the prefix as it was read, not as it would be written again', () => {
+    const bytes = encodeEntry(entry(PAGE));
+    const decoded = decodeEntry(bytes);
+    if (decoded === undefined) throw new Error('decodes');
+    const prefixLength = 30 + bytes.readUInt32BE(26);
+    expect(storedPrefix(decoded).equals(bytes.subarray(0, prefixLength))).toBe(true);
+    expect(storedPrefix(decoded).buffer).toBe(bytes.buffer);
+    expect(sameStoredEntry(decoded, { ...decoded })).toBe(true);
+    expect(sameStoredEntry(decoded, { ...decoded, storedAt: decoded.storedAt + 1 })).toBe(false);
   });
 
   it('gives a strong ETag that depends on every byte', () => {
@@ -232,6 +318,12 @@ describe('Cache-Status (RFC 9211)', () => {
     [{ kind: 'miss', fwdStatus: 403, stored: false } as const, 'slab-proxy; fwd=miss; fwd-status=403'],
     [{ kind: 'collapsed', fwdStatus: 200 } as const, 'slab-proxy; fwd=miss; fwd-status=200; collapsed'],
     [{ kind: 'stale-if-error', ttl: -40, fwdStatus: 503 } as const, 'slab-proxy; fwd=stale; fwd-status=503; ttl=-40'],
+    [
+      { kind: 'miss', fwdStatus: 304, stored: true, stale: true } as const,
+      'slab-proxy; fwd=stale; fwd-status=304; stored',
+    ],
+    [{ kind: 'miss', fwdStatus: 304, stored: false, stale: true } as const, 'slab-proxy; fwd=stale; fwd-status=304'],
+    [{ kind: 'collapsed', fwdStatus: 304, stale: true } as const, 'slab-proxy; fwd=stale; fwd-status=304; collapsed'],
   ])('%j → %s', (status, header) => {
     expect(formatCacheStatus(status)).toBe(header);
     expect(header).not.toContain('key');

@@ -134,6 +134,13 @@ export const STORE_LOOKUPS = {
   zeroes: [['hit'], ['stale'], ['miss'], ['unavailable']],
 } as const satisfies CounterDefinition<string>;
 
+export const REVALIDATIONS = {
+  name: 'slab_proxy_revalidations_total',
+  help: 'Refreshes of a stored page by what the upstream said: not_modified (304), identical (200, the same body), modified (another answer). The first two only freshen the stored entry.',
+  labelNames: ['result'],
+  zeroes: [['not_modified'], ['identical'], ['modified']],
+} as const satisfies CounterDefinition<string>;
+
 /** A gauge per in-process cache tier, of what `read` takes from its footprint. */
 function tierGauge(name: string, what: string, read: (tier: CacheFootprint) => number): GaugeDefinition {
   return {
