@@ -24,12 +24,14 @@
  * Settings: BENCH_ROUNDS (5), BENCH_SECONDS (3), BENCH_CONNECTIONS (32), BENCH_WARMUP_SECONDS (2),
  * BENCH_GENERATOR (wrk | autocannon: force autocannon), BENCH_CPU_PROF (a directory: proxy 1
  * writes a V8 CPU profile there), BENCH_NODE_FLAGS (extra node flags for the proxies),
- * BENCH_L1_TTL (the proxies' `cache.l1.ttl`, seconds).
+ * BENCH_L1_TTL (the proxies' `cache.l1.ttl`, seconds), BENCH_BEFORE (an earlier commit's checkout,
+ * built, with its node_modules: its proxy joins the hit and half-load rounds as "proxy before", so
+ * that a change is measured before and after in one run).
  */
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../src/catalog/resources.js';
 import { mintDevToken } from '../src/dev/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
@@ -42,6 +44,7 @@ import { CLIENT_CPU, SERVER_CPU, canPin, pin, runProgram, scratchDir, stop } fro
 import type { MeasuredServer } from './lib/rounds.js';
 import { tailProbe } from './lib/tail-probe.js';
 import {
+  type ProxyProcess,
   baselineServed,
   expectBytes,
   requireBuild,
@@ -76,6 +79,7 @@ const HIT_TARGETS: readonly HitTarget[] = [
   { name: 'nginx proxy_cache', server: 'nginx' },
   { name: 'proxy cache hits', server: 'proxy' },
   { name: 'proxy br hits', server: 'proxy', headers: { 'accept-encoding': 'br' } },
+  { name: 'proxy before', server: 'before' },
 ];
 const BARE = 'bare node:http';
 const PROXY = 'proxy cache hits';
@@ -91,6 +95,7 @@ function writeBenchConfig(
   dir: string,
   name: string,
   perCredential: { readonly points: number; readonly duration: number },
+  keyPrefix = KEY_PREFIX,
 ): string {
   const l1Ttl = envInt('BENCH_L1_TTL', 0, 0, 3600);
   const file = join(dir, name);
@@ -98,7 +103,7 @@ function writeBenchConfig(
     file,
     [
       'cache:',
-      `  keyPrefix: ${KEY_PREFIX}`,
+      `  keyPrefix: ${keyPrefix}`,
       '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
       '  resources:',
       ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: 3600 }`),
@@ -110,6 +115,46 @@ function writeBenchConfig(
     ].join('\n'),
   );
   return file;
+}
+
+/**
+ * The proxy of another build (BENCH_BEFORE), on the server CPU beside this one, with its own key
+ * prefix (an earlier entry format must not meet this one's) and the same limits.
+ */
+async function startBefore(
+  workDir: string,
+  proxyOptions: Omit<Parameters<typeof startProxy>[0], 'name' | 'configFile'>,
+  nodeFlags: readonly string[],
+): Promise<ProxyProcess | undefined> {
+  const dir = envText('BENCH_BEFORE');
+  if (dir === undefined) return undefined;
+  const mainJs = join(resolve(dir), 'dist', 'main.js');
+  if (!existsSync(mainJs)) throw new Error(`BENCH_BEFORE: ${mainJs} is missing (build that checkout first)`);
+  say(`before: the proxy of ${dir}, as "proxy before", with the key prefix ${KEY_PREFIX}-before`);
+  return startProxy({
+    ...proxyOptions,
+    name: 'proxy before',
+    configFile: writeBenchConfig(workDir, 'bench-before.yaml', NEVER_REFUSING, `${KEY_PREFIX}-before`),
+    cpu: SERVER_CPU,
+    nodeFlags,
+    mainJs,
+  });
+}
+
+/** Every page through the earlier build twice (a fill, then a hit), before the upstream is counted. */
+async function warmBefore(
+  before: ProxyProcess,
+  pages: readonly Page[],
+  bearer: (company: string) => string,
+): Promise<MeasuredServer> {
+  for (let pass = 0; pass < 2; pass++)
+    for (const page of pages) {
+      const res = await fetch(`${before.url}${page.path}`, { headers: { authorization: bearer(page.company) } });
+      const body = Buffer.from(await res.arrayBuffer());
+      if (res.status !== 200 || !body.equals(page.body))
+        throw new Error(`proxy before: ${page.path} answered ${String(res.status)} with other bytes`);
+    }
+  return { url: before.url, pids: () => [before.launched.pid], probe: tailProbe(`${before.adminUrl}/metrics`) };
 }
 
 async function bench(): Promise<number> {
@@ -163,6 +208,7 @@ async function bench(): Promise<number> {
     nodeFlags: [...nodeFlags, ...(profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`])],
   });
   const proxy2 = await startProxy({ ...proxyOptions, name: 'proxy 2', configFile, cpu: CLIENT_CPU, nodeFlags });
+  const before = await startBefore(workDir, proxyOptions, nodeFlags);
 
   const tokens = new Map<string, string>();
   for (const company of SANDBOX_COMPANIES.map(String)) tokens.set(company, await mintDevToken({ company, secret }));
@@ -198,6 +244,7 @@ async function bench(): Promise<number> {
     bare: bareServer,
     nginx: nginxServer,
     proxy: { url: proxy1.url, pids: () => [proxy1.launched.pid], probe: tailProbe(`${proxy1.adminUrl}/metrics`) },
+    before: before === undefined ? undefined : await warmBefore(before, pages, bearer),
   };
   const targets = HIT_TARGETS.filter((t) => servers[t.server] !== undefined);
   const input = { targets, servers, pages, bearer, bare: BARE };
@@ -243,7 +290,15 @@ async function bench(): Promise<number> {
   say();
 
   // ── the breakdown, in this process, with the servers stopped ──
-  await Promise.all([proxy1.launched, proxy2.launched, sandbox.launched, bare.launched].map((p) => stop(p)));
+  await Promise.all(
+    [
+      proxy1.launched,
+      proxy2.launched,
+      sandbox.launched,
+      bare.launched,
+      ...(before === undefined ? [] : [before.launched]),
+    ].map((p) => stop(p)),
+  );
   const bareHits = hits.get(BARE)?.['50 pages'].summary;
   const breakdown = await runBreakdown({
     redisUrl,

@@ -138,6 +138,8 @@ export interface ProxyOptions {
   readonly stdout?: 'pipe' | 'ignore';
   /** Wait until the replica reports Redis ok, not only ready (the load test: no run on a degraded start). */
   readonly waitForRedis?: boolean;
+  /** Another build's entry point (BENCH_BEFORE: an earlier commit's checkout); default this one's dist/main.js. */
+  readonly mainJs?: string;
 }
 
 export interface ProxyProcess {
@@ -150,7 +152,7 @@ export interface ProxyProcess {
 export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
   const [port = 0, adminPort = 0] = await freePorts(2);
   const flags = [...RUNTIME_NODE_FLAGS, ...(options.nodeFlags ?? [])];
-  const launched = launch(options.name, process.execPath, [...flags, 'dist/main.js'], {
+  const launched = launch(options.name, process.execPath, [...flags, options.mainJs ?? 'dist/main.js'], {
     env: {
       PATH,
       NODE_ENV: 'production',

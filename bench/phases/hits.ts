@@ -21,7 +21,7 @@ import { describeTail } from '../lib/tail-probe.js';
 import { type BenchContext, type Page, requestsFor } from './context.js';
 
 /** The servers a target can run against. */
-export type ServerName = 'bare' | 'nginx' | 'proxy';
+export type ServerName = 'bare' | 'nginx' | 'proxy' | 'before';
 
 /** One line of the results: a server, and the headers its requests carry beyond Authorization. */
 export interface HitTarget {

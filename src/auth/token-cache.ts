@@ -1,6 +1,6 @@
 /**
  * A bounded in-process cache of verified tokens, so that a cache hit does not pay for signature
- * verification (50–100 µs, docs/architecture.md#jose). Keyed by a SHA-256 digest of the token, never the token;
+ * verification (docs/architecture.md#jose). Keyed by a SHA-256 digest of the token, never the token;
  * entries live until min(exp, 60 s); failures are never cached, so a revoked key or a fixed clock
  * takes effect at once. Process memory only, never Redis (docs/credentials.md).
  */

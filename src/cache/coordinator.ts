@@ -57,28 +57,44 @@ export interface RedisCoordinatorOptions {
   readonly pollMs?: number;
 }
 
-export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCoordinator {
-  const { client, subscriber, health, channel, leaseMs } = options;
-  const pollMs = options.pollMs ?? 100;
-  /** Lease tokens are `<process>:<fill>`: a release removes its own fill's lease, never a newer one. */
-  const owner = `${randomUUID()}:`;
-  let fills = 0;
-  /** leaseKey → the token of this process's fill holding it. */
-  const held = new Map<string, string>();
-  const waiters = new Map<string, Set<() => void>>();
+/**
+ * Lease tokens are `<process>:<fill>`: a release removes its own fill's lease, never a newer one,
+ * and the prefix tells a lease this process left behind (`LEASE_SCRIPT`).
+ */
+class LeaseTokens {
+  readonly prefix = `${randomUUID()}:`;
+  #fills = 0;
 
-  subscriber.on('message', (from: string, key: string) => {
-    if (from !== channel) return;
-    const wake = waiters.get(key);
-    if (wake === undefined) return;
-    waiters.delete(key);
-    for (const resolve of wake) resolve();
-  });
-  // Not awaited: a start with Redis down must not wait for it; ioredis resubscribes on reconnect.
-  subscriber.subscribe(channel).catch(() => undefined);
+  next(): string {
+    this.#fills += 1;
+    return `${this.prefix}${String(this.#fills)}`;
+  }
+}
 
-  function wait(key: string, ms: number): Promise<void> {
+/** The leases this process's fills hold: lease key → the holding fill's token. */
+class HeldLeases {
+  readonly #held = new Map<string, string>();
+
+  hold(leaseKey: string, token: string): void {
+    this.#held.set(leaseKey, token);
+  }
+
+  /** The token holding `leaseKey`, forgotten here: a lease is released once. */
+  take(leaseKey: string): string | undefined {
+    const token = this.#held.get(leaseKey);
+    if (token !== undefined) this.#held.delete(leaseKey);
+    return token;
+  }
+}
+
+/** Replicas' waits for a key's fill, woken by its announcement or after their own time. */
+class FillWaiters {
+  readonly #waiters = new Map<string, Set<() => void>>();
+
+  /** Resolves when `key`'s fill is announced or `ms` passed. */
+  wait(key: string, ms: number): Promise<void> {
     return new Promise((resolve) => {
+      const waiters = this.#waiters;
       const set = waiters.get(key) ?? new Set();
       waiters.set(key, set);
       const done = (): void => {
@@ -92,50 +108,86 @@ export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCo
     });
   }
 
-  return {
-    async tryLease(address) {
-      if (!health.usable(address.leaseKey)) return 'unavailable';
+  /** `key`'s fill was announced: every wait for it ends. */
+  wake(key: string): void {
+    const wake = this.#waiters.get(key);
+    if (wake === undefined) return;
+    this.#waiters.delete(key);
+    for (const resolve of wake) resolve();
+  }
+
+  wakeAll(): void {
+    for (const set of this.#waiters.values()) for (const resolve of set) resolve();
+    this.#waiters.clear();
+  }
+}
+
+class RedisCoordinator implements FillCoordinator {
+  readonly #options: RedisCoordinatorOptions;
+  readonly #pollMs: number;
+  readonly #tokens = new LeaseTokens();
+  readonly #held = new HeldLeases();
+  readonly #waiters = new FillWaiters();
+
+  constructor(options: RedisCoordinatorOptions) {
+    this.#options = options;
+    this.#pollMs = options.pollMs ?? 100;
+    const { subscriber, channel } = options;
+    subscriber.on('message', (from: string, key: string) => {
+      if (from === channel) this.#waiters.wake(key);
+    });
+    // Not awaited: a start with Redis down must not wait for it; ioredis resubscribes on reconnect.
+    subscriber.subscribe(channel).catch(() => undefined);
+  }
+
+  async tryLease(address: CacheAddress): Promise<LeaseOutcome> {
+    const { client, health, leaseMs } = this.#options;
+    if (!health.usable(address.leaseKey)) return 'unavailable';
+    try {
+      const token = this.#tokens.next();
+      const taken = await client.eval(LEASE_SCRIPT, 1, address.leaseKey, token, leaseMs, this.#tokens.prefix);
+      if (taken !== 1) return 'held';
+      this.#held.hold(address.leaseKey, token);
+      return 'acquired';
+    } catch {
+      health.failed(address.leaseKey);
+      return 'unavailable';
+    }
+  }
+
+  async release(address: CacheAddress): Promise<void> {
+    // Tried even while the breaker is open (the read service does not wait for it): a lease
+    // left behind would hold other replicas' fills until it expires. Without a connection the
+    // command fails at once.
+    const token = this.#held.take(address.leaseKey);
+    if (token === undefined) return;
+    const { client, health, channel } = this.#options;
+    try {
+      await client.eval(RELEASE_SCRIPT, 1, address.leaseKey, token, channel, address.key);
+    } catch {
+      health.failed(address.leaseKey); // the lease expires by itself; waiters poll
+    }
+  }
+
+  async waitForFill(address: CacheAddress, maxWaitMs: number): Promise<void> {
+    const deadline = performance.now() + maxWaitMs;
+    for (;;) {
+      const left = deadline - performance.now();
+      if (left <= 0) return;
+      await this.#waiters.wait(address.key, Math.min(this.#pollMs, left));
       try {
-        fills += 1;
-        const token = `${owner}${String(fills)}`;
-        const taken = await client.eval(LEASE_SCRIPT, 1, address.leaseKey, token, leaseMs, owner);
-        if (taken !== 1) return 'held';
-        held.set(address.leaseKey, token);
-        return 'acquired';
+        if ((await this.#options.client.exists(address.leaseKey)) === 0) return; // filled, failed or leader gone
       } catch {
-        health.failed(address.leaseKey);
-        return 'unavailable';
+        return; // Redis is failing: stop waiting and fetch
       }
-    },
-    async release(address) {
-      // Tried even while the breaker is open (the read service does not wait for it): a lease
-      // left behind would hold other replicas' fills until it expires. Without a connection the
-      // command fails at once.
-      const token = held.get(address.leaseKey);
-      if (token === undefined) return;
-      held.delete(address.leaseKey);
-      try {
-        await client.eval(RELEASE_SCRIPT, 1, address.leaseKey, token, channel, address.key);
-      } catch {
-        health.failed(address.leaseKey); // the lease expires by itself; waiters poll
-      }
-    },
-    async waitForFill(address, maxWaitMs) {
-      const deadline = performance.now() + maxWaitMs;
-      for (;;) {
-        const left = deadline - performance.now();
-        if (left <= 0) return;
-        await wait(address.key, Math.min(pollMs, left));
-        try {
-          if ((await client.exists(address.leaseKey)) === 0) return; // filled, failed or leader gone
-        } catch {
-          return; // Redis is failing: stop waiting and fetch
-        }
-      }
-    },
-    async close() {
-      for (const set of waiters.values()) for (const resolve of set) resolve();
-      waiters.clear();
-    },
-  };
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#waiters.wakeAll();
+  }
+}
+
+export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCoordinator {
+  return new RedisCoordinator(options);
 }

@@ -192,8 +192,8 @@ class CacheReadService implements ReadService {
         if (this.#now() >= entry.freshUntil) return;
         // The same entry as the copy held: the held object is kept, and the one just decoded dies
         // young. Replacing it would turn every hot page's copy into old-generation garbage once per
-        // L1 lifetime: what made V8 run a full collection every three seconds under load, each a
-        // pause of 10–25 ms, the proxy's whole p99 at half load (issue 11).
+        // L1 lifetime: what made V8 run frequent full collections under load, whose pauses were the
+        // proxy's whole p99 at half load (issue 11; docs/architecture.md#why-the-hit-path-is-built-as-it-is).
         l1?.set(address.key, sameEntry(entry, held) ? held : entry);
       },
       () => undefined, // a failed read changes nothing: the copy expires as it would have

@@ -234,55 +234,174 @@ function filterParameter(name: string, grammar: FilterGrammar): JsonObject {
   };
 }
 
-function operations(resource: ResourceDef, errorStatuses: readonly number[]): Record<string, JsonObject> {
-  const permissions = resource.requiredPermissions.map((p) => `\`${p}\``).join(' + ');
-  const common = {
+/** What the list and the record operation of a resource share. */
+function commonOperation(resource: ResourceDef): {
+  readonly tags: Json;
+  readonly security: Json;
+  readonly parameters: readonly Json[];
+} {
+  return {
     tags: [resource.group],
     security: [{ bearer: [] }],
     parameters: [{ $ref: '#/components/parameters/XRequestId' }, { $ref: '#/components/parameters/IfNoneMatch' }],
   };
-  const notModified = { '304': { $ref: '#/components/responses/NotModified' } };
+}
+
+/** A read's answers: its 200, the 304 of a matching `If-None-Match`, and the errors by status. */
+function readResponses(described: string, schema: string, errorStatuses: readonly number[]): JsonObject {
   return {
-    [`${API_PREFIX}/${resource.name}`]: {
-      get: {
-        ...common,
-        operationId: `list${pascal(resource.name)}`,
-        summary: `List ${resource.name} of the credential's company`,
-        description: `Needs ${permissions}. Keyset pages: repeat the filters with \`after_id\` = \`meta.next_after_id\` while \`meta.has_more\`. Only these parameters, each at most once and not empty.`,
-        parameters: [
-          ...common.parameters,
-          { $ref: '#/components/parameters/PerPage' },
-          { $ref: '#/components/parameters/AfterId' },
-          ...resource.filters.map((filter) => filterParameter(filter.name, filter.grammar)),
-        ],
-        responses: {
-          '200': {
-            description: "A page, the upstream's bytes unchanged.",
-            headers: CACHED_HEADERS,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/Page' } } },
-          },
-          ...notModified,
-          ...errorRefs(errorStatuses),
+    '200': {
+      description: described,
+      headers: CACHED_HEADERS,
+      content: { 'application/json': { schema: { $ref: `#/components/schemas/${schema}` } } },
+    },
+    '304': { $ref: '#/components/responses/NotModified' },
+    ...errorRefs(errorStatuses),
+  };
+}
+
+function permissionsOf(resource: ResourceDef): string {
+  return resource.requiredPermissions.map((p) => `\`${p}\``).join(' + ');
+}
+
+/** `GET /api/v1/<resource>`: a keyset page of the company's records. */
+function listOperation(resource: ResourceDef, errorStatuses: readonly number[]): JsonObject {
+  const common = commonOperation(resource);
+  return {
+    ...common,
+    operationId: `list${pascal(resource.name)}`,
+    summary: `List ${resource.name} of the credential's company`,
+    description: `Needs ${permissionsOf(resource)}. Keyset pages: repeat the filters with \`after_id\` = \`meta.next_after_id\` while \`meta.has_more\`. Only these parameters, each at most once and not empty.`,
+    parameters: [
+      ...common.parameters,
+      { $ref: '#/components/parameters/PerPage' },
+      { $ref: '#/components/parameters/AfterId' },
+      ...resource.filters.map((filter) => filterParameter(filter.name, filter.grammar)),
+    ],
+    responses: readResponses("A page, the upstream's bytes unchanged.", 'Page', errorStatuses),
+  };
+}
+
+/** `GET /api/v1/<resource>/{id}`: one record. */
+function recordOperation(resource: ResourceDef, errorStatuses: readonly number[]): JsonObject {
+  const common = commonOperation(resource);
+  return {
+    ...common,
+    operationId: `get${pascal(resource.name)}ById`,
+    summary: `One record of ${resource.name}`,
+    description: `Needs ${permissionsOf(resource)}. Takes no query parameters. A malformed id is a 404 without asking the upstream; the upstream's 404 for a record is cached for \`notFoundTtl\`.`,
+    parameters: [...common.parameters, { $ref: '#/components/parameters/Id' }],
+    responses: readResponses("The record, the upstream's bytes unchanged.", 'Record', errorStatuses),
+  };
+}
+
+/** Every resource's two paths, in catalog order. */
+function paths(errorStatuses: readonly number[]): JsonObject {
+  return Object.fromEntries(
+    RESOURCES.flatMap((resource) => [
+      [`${API_PREFIX}/${resource.name}`, { get: listOperation(resource, errorStatuses) }],
+      [`${API_PREFIX}/${resource.name}/{id}`, { get: recordOperation(resource, errorStatuses) }],
+    ]),
+  );
+}
+
+const INFO_DESCRIPTION = [
+  'The read surface of the slab operations API, as the caching proxy serves it: the same paths, statuses and bodies as the upstream, with the headers below.',
+  `Every read also answers HEAD (as GET, without a body) and OPTIONS (204, \`Allow: ${ALLOWED_METHODS}\`); any other method is 405 \`method_not_allowed\` with \`Allow\`.`,
+  'Errors the proxy makes are RFC 9457 problem details whose `code` is stable; precedence: request-level 400s, then 401, 429, 404, 405, 403, 400.',
+].join('\n\n');
+
+const SECURITY_SCHEMES: JsonObject = {
+  bearer: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description:
+      "A JWT of the company (`company_id`), with `view_slab` and the resource's permission; never in the query (`access_token` is refused).",
+  },
+};
+
+/** The parameters the operations refer to (`#/components/parameters/…`); the filters are inline. */
+const PARAMETERS: JsonObject = {
+  PerPage: {
+    name: 'per_page',
+    in: 'query',
+    required: false,
+    description: `Page size, 1 to ${String(PER_PAGE_MAX)}; absent means ${String(PER_PAGE_DEFAULT)}.`,
+    schema: { type: 'string', pattern: GRAMMAR_PATTERNS.perPage, default: String(PER_PAGE_DEFAULT) },
+  },
+  AfterId: {
+    name: 'after_id',
+    in: 'query',
+    required: false,
+    description: 'Keyset cursor: `meta.next_after_id` of the previous page (0 or a positive integer up to 2^53-1).',
+    schema: { type: 'string', pattern: GRAMMAR_PATTERNS.cursor },
+  },
+  Id: {
+    name: 'id',
+    in: 'path',
+    required: true,
+    description: 'The record id: a positive integer up to 2^53-1, no leading zeros.',
+    schema: { type: 'string', pattern: GRAMMAR_PATTERNS.id },
+  },
+  XRequestId: {
+    name: 'X-Request-Id',
+    in: 'header',
+    required: false,
+    description: 'Kept when it fits; else a new UUID is given.',
+    schema: { type: 'string' },
+  },
+  IfNoneMatch: {
+    name: 'If-None-Match',
+    in: 'header',
+    required: false,
+    description: 'An `ETag` from an earlier answer: 304 while it still matches.',
+    schema: { type: 'string' },
+  },
+};
+
+/** The proxy's own errors (RFC 9457 problem details), a record and a keyset page (seed §4). */
+const SCHEMAS: JsonObject = {
+  Problem: {
+    type: 'object',
+    description: 'RFC 9457 problem details.',
+    required: ['type', 'title', 'status', 'code', 'detail', 'request_id'],
+    properties: {
+      type: { type: 'string', pattern: '^urn:slab-ops-proxy:problem:[a-z_]+$' },
+      title: { type: 'string' },
+      status: { type: 'integer' },
+      code: { enum: ERROR_CODES },
+      detail: { type: 'string' },
+      request_id: { type: 'string' },
+    },
+  },
+  Record: { type: 'object', description: "One record, as the upstream sent it; its fields are the upstream's." },
+  Page: {
+    type: 'object',
+    required: ['data', 'meta'],
+    properties: {
+      data: { type: 'array', items: { $ref: '#/components/schemas/Record' } },
+      meta: {
+        type: 'object',
+        properties: {
+          per_page: { type: 'integer', minimum: 1, maximum: PER_PAGE_MAX },
+          has_more: { type: 'boolean' },
+          next_after_id: { type: ['integer', 'null'], description: 'The cursor for the next page.' },
         },
       },
     },
-    [`${API_PREFIX}/${resource.name}/{id}`]: {
-      get: {
-        ...common,
-        operationId: `get${pascal(resource.name)}ById`,
-        summary: `One record of ${resource.name}`,
-        description: `Needs ${permissions}. Takes no query parameters. A malformed id is a 404 without asking the upstream; the upstream's 404 for a record is cached for \`notFoundTtl\`.`,
-        parameters: [...common.parameters, { $ref: '#/components/parameters/Id' }],
-        responses: {
-          '200': {
-            description: "The record, the upstream's bytes unchanged.",
-            headers: CACHED_HEADERS,
-            content: { 'application/json': { schema: { $ref: '#/components/schemas/Record' } } },
-          },
-          ...notModified,
-          ...errorRefs(errorStatuses),
-        },
-      },
+  },
+};
+
+function components(): JsonObject {
+  return {
+    securitySchemes: SECURITY_SCHEMES,
+    parameters: PARAMETERS,
+    headers: HEADERS,
+    schemas: SCHEMAS,
+    responses: {
+      NotModified: { description: '`If-None-Match` matched the current `ETag`: no body.', headers: CACHED_HEADERS },
+      ...errorResponses(),
     },
   };
 }
@@ -296,100 +415,12 @@ export function buildOpenApiDocument(): JsonObject {
     info: {
       title: 'slab-ops-proxy: the slab operations API, cached',
       version: PACKAGE_VERSION,
-      description: [
-        'The read surface of the slab operations API, as the caching proxy serves it: the same paths, statuses and bodies as the upstream, with the headers below.',
-        `Every read also answers HEAD (as GET, without a body) and OPTIONS (204, \`Allow: ${ALLOWED_METHODS}\`); any other method is 405 \`method_not_allowed\` with \`Allow\`.`,
-        'Errors the proxy makes are RFC 9457 problem details whose `code` is stable; precedence: request-level 400s, then 401, 429, 404, 405, 403, 400.',
-      ].join('\n\n'),
+      description: INFO_DESCRIPTION,
     },
     security: [{ bearer: [] }],
     tags: groups.map((name) => ({ name })),
-    paths: Object.fromEntries(RESOURCES.flatMap((resource) => Object.entries(operations(resource, errorStatuses)))),
-    components: {
-      securitySchemes: {
-        bearer: {
-          type: 'http',
-          scheme: 'bearer',
-          bearerFormat: 'JWT',
-          description:
-            "A JWT of the company (`company_id`), with `view_slab` and the resource's permission; never in the query (`access_token` is refused).",
-        },
-      },
-      parameters: {
-        PerPage: {
-          name: 'per_page',
-          in: 'query',
-          required: false,
-          description: `Page size, 1 to ${String(PER_PAGE_MAX)}; absent means ${String(PER_PAGE_DEFAULT)}.`,
-          schema: { type: 'string', pattern: GRAMMAR_PATTERNS.perPage, default: String(PER_PAGE_DEFAULT) },
-        },
-        AfterId: {
-          name: 'after_id',
-          in: 'query',
-          required: false,
-          description:
-            'Keyset cursor: `meta.next_after_id` of the previous page (0 or a positive integer up to 2^53-1).',
-          schema: { type: 'string', pattern: GRAMMAR_PATTERNS.cursor },
-        },
-        Id: {
-          name: 'id',
-          in: 'path',
-          required: true,
-          description: 'The record id: a positive integer up to 2^53-1, no leading zeros.',
-          schema: { type: 'string', pattern: GRAMMAR_PATTERNS.id },
-        },
-        XRequestId: {
-          name: 'X-Request-Id',
-          in: 'header',
-          required: false,
-          description: 'Kept when it fits; else a new UUID is given.',
-          schema: { type: 'string' },
-        },
-        IfNoneMatch: {
-          name: 'If-None-Match',
-          in: 'header',
-          required: false,
-          description: 'An `ETag` from an earlier answer: 304 while it still matches.',
-          schema: { type: 'string' },
-        },
-      },
-      headers: HEADERS,
-      schemas: {
-        Problem: {
-          type: 'object',
-          description: 'RFC 9457 problem details.',
-          required: ['type', 'title', 'status', 'code', 'detail', 'request_id'],
-          properties: {
-            type: { type: 'string', pattern: '^urn:slab-ops-proxy:problem:[a-z_]+$' },
-            title: { type: 'string' },
-            status: { type: 'integer' },
-            code: { enum: ERROR_CODES },
-            detail: { type: 'string' },
-            request_id: { type: 'string' },
-          },
-        },
-        Record: { type: 'object', description: "One record, as the upstream sent it; its fields are the upstream's." },
-        Page: {
-          type: 'object',
-          required: ['data', 'meta'],
-          properties: {
-            data: { type: 'array', items: { $ref: '#/components/schemas/Record' } },
-            meta: {
-              type: 'object',
-              properties: {
-                per_page: { type: 'integer', minimum: 1, maximum: PER_PAGE_MAX },
-                has_more: { type: 'boolean' },
-                next_after_id: { type: ['integer', 'null'], description: 'The cursor for the next page.' },
-              },
-            },
-          },
-        },
-      },
-      responses: {
-        NotModified: { description: '`If-None-Match` matched the current `ETag`: no body.', headers: CACHED_HEADERS },
-        ...errorResponses(),
-      },
-    },
+    paths: paths(errorStatuses),
+    components: components(),
   };
 }
 

@@ -3,7 +3,8 @@
  * through Redis (rate-limiter-flexible: one key per client, atomic), spent here from leases. A
  * replica reserves a batch of a key's points in one atomic Redis call and spends them here,
  * synchronously: the hit path pays no round trip for most decisions (a Redis call per decision
- * measured ~65 µs of CPU, more than a whole cache hit). The total can never pass `points`, since
+ * costs more CPU than a whole cache hit: docs/architecture.md#why-the-hit-path-is-built-as-it-is).
+ * The total can never pass `points`, since
  * every reservation is counted in Redis; what a replica reserved and did not spend is lost to the
  * others for the rest of the window.
  */
@@ -33,9 +34,9 @@ export function firstBatch(largest: number): number {
 /**
  * The next batch of a key, from how long its last one lasted (none yet: the first). Within the
  * largest, a batch follows the key's demand (issue 11): it starts at 100 points and doubles while
- * each batch lasts less than `LEASE_TARGET_MS`, halving again when one lasts four times as long. A
- * fixed 100 was spent by one event-loop turn of 32 concurrent hits at 20 000 requests a second
- * before its refill came back, and 40 % of hits then waited for Redis.
+ * each batch lasts less than `LEASE_TARGET_MS`, halving again when one lasts four times as long: a
+ * fixed batch could be spent by one event-loop turn of concurrent hits before its refill came back,
+ * and the hits after it then waited for Redis (docs/architecture.md#why-the-hit-path-is-built-as-it-is).
  */
 export function nextBatch(
   previous: { readonly batch: number; readonly reservedAt: number } | undefined,

@@ -23,8 +23,8 @@ export const LOG_LEVELS: readonly LevelWithSilent[] = ['fatal', 'error', 'warn',
 
 /**
  * Log lines are gathered into 4 KiB writes (flushed every 250 ms when traffic is light, and on
- * shutdown): one write(2) per ~15 request lines instead of one each. Measured with `npm run bench`,
- * a write per line cost ~3 µs of a ~20 µs cache hit. The price: a crash can lose the last
+ * shutdown): one write(2) for many request lines instead of one each, which a hit cannot afford
+ * (docs/architecture.md#why-the-hit-path-is-built-as-it-is). The price: a crash can lose the last
  * few KiB of lines, and a stdout that stops reading stalls the process, as a full pipe would anyway.
  */
 export function createLogger(level: LevelWithSilent, destination?: pino.DestinationStream): Logger {
@@ -41,8 +41,8 @@ export function createLogger(level: LevelWithSilent, destination?: pino.Destinat
 /**
  * A destination that takes the request lines of one event-loop turn as one write, at the end of
  * the turn (`setImmediate`): sonic-boom measures the bytes of its whole pending buffer on every
- * write (`Buffer.byteLength` of a string of up to 4 KiB), which cost a cache hit ~1.5 µs while each
- * line was a write of its own (issue 11). Any other line (pino's) writes the gathered lines before
+ * write (`Buffer.byteLength` of a string of up to 4 KiB), a cost every hit paid while each line
+ * was a write of its own (issue 11). Any other line (pino's) writes the gathered lines before
  * itself, so lines keep the order they were made in; `flush` (shutdown) writes them too.
  */
 class TurnBatchedLines implements pino.DestinationStream {

@@ -1,7 +1,8 @@
 /**
  * The fallback plane: Express, for every request the data plane does not take. With the
- * pass-through on, those go to the upstream untouched; otherwise they are a 404. Express costs
- * ~55 µs a request (docs/architecture.md#what-a-request-costs), which is why it is never on the path of the 26 reads.
+ * pass-through on, those go to the upstream untouched; otherwise they are a 404. Express alone costs
+ * several times a cache hit (docs/architecture.md#what-a-request-costs), which is why it is never
+ * on the path of the 26 reads.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { RequestHandler } from 'http-proxy-middleware';

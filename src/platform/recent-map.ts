@@ -7,8 +7,7 @@
  * holds half of `maxSize`, it becomes `previous` (what was `previous` is let go) and a new
  * `current` begins; a lookup that finds an entry only in `previous` moves it into `current`. What
  * is used stays, what was not used for a whole generation goes: an LRU's behaviour without an
- * LRU's bookkeeping on every hit (lru-cache's `get` cost a cache hit ~1 µs across the L1 and the
- * memos; issue 11). Sizes are counted with `sizeOf` (1 per entry by default); what is held never
+ * LRU's bookkeeping on every hit (docs/architecture.md#why-the-hit-path-is-built-as-it-is). Sizes are counted with `sizeOf` (1 per entry by default); what is held never
  * exceeds `maxSize`, and an entry larger than a generation is not kept.
  */
 export interface RecentMapOptions<K, V> {

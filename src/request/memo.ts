@@ -1,6 +1,7 @@
 /**
  * Memoised canonicalisation. Readers ask for the same few thousand pages over and over, and
- * parsing, validating, sorting and encoding a query costs ~2–3 µs of a ~20 µs hit: the result
+ * parsing, validating, sorting and encoding a query is a large share of a hit
+ * (docs/architecture.md#why-the-hit-path-is-built-as-it-is): the result
  * (a canonical read, or the 400 it deserves) is kept per raw request target. Pure functions of
  * their input, so a memoised answer is always the answer; bounded, and only short targets are kept.
  */

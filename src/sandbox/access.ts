@@ -12,7 +12,7 @@
  *    current employee permissions").
  *
  * Anything else is a 403 naming the reason and what was missing. Company scoping (seed §5.2) is not a
- * refusal: it limits every answer to the credential's company (`server.ts`).
+ * refusal: it limits every answer to the credential's company (`api.ts`).
  */
 import type { Credential } from './credentials.js';
 import type { SeedResource } from './resources.js';

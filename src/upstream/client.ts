@@ -110,85 +110,129 @@ function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-export function createUpstreamClient(options: UpstreamClientOptions): UpstreamClient {
+/** Where requests go: the base URL's origin, its path prefix, and the address spans name. */
+interface UpstreamBase {
+  readonly origin: string;
+  readonly path: string;
+  readonly server: UpstreamClient['server'];
+}
+
+/** Checks `UPSTREAM_URL` (seed: `base_url`, an http(s) URL that may carry a path prefix). */
+function upstreamBase(url: string): UpstreamBase {
   let base: URL;
   try {
-    base = new URL(options.url);
+    base = new URL(url);
   } catch {
     throw new TypeError('UPSTREAM_URL: not a URL');
   }
   if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new TypeError('UPSTREAM_URL: must be http(s)');
   if (base.search !== '' || base.hash !== '') throw new TypeError('UPSTREAM_URL: must not carry a query or fragment');
-  if (!(options.timeoutMs > 0)) throw new TypeError('upstream.timeout must be positive');
-  if (!(options.maxBodyBytes > 0)) throw new TypeError('upstream.maxBodyBytes must be positive');
-  const basePath = base.pathname.replace(/\/+$/, '');
-  const pool = new Pool(base.origin, {
-    connections: options.connections,
-    connectTimeout: Math.min(options.timeoutMs, 10_000),
-    headersTimeout: options.timeoutMs,
-    bodyTimeout: options.timeoutMs,
-    keepAliveTimeout: 30_000,
-  });
-
-  async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }, startedAt: number): Promise<Buffer> {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of body) {
-      size += chunk.length;
-      if (size > options.maxBodyBytes) {
-        body.destroy();
-        throw new UpstreamFailure('broken', 'body over maxBodyBytes', performance.now() - startedAt);
-      }
-      chunks.push(chunk);
-    }
-    return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
-  }
-
   return {
-    async get(request) {
-      const startedAt = performance.now();
-      const deadline = AbortSignal.timeout(options.timeoutMs);
-      // A keep-alive connection the upstream closed while idle fails the next request sent on it,
-      // before any byte of an answer. A GET is idempotent (RFC 9110 §9.2.2): it is sent once more,
-      // on a new connection, within the same deadline.
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await exchange(request, startedAt, deadline);
-        } catch (error) {
-          const retry =
-            attempt === 0 &&
-            !deadline.aborted &&
-            !(error instanceof UpstreamFailure) &&
-            STALE_CONNECTION_CODES.has(errorCode(error) ?? '');
-          if (!retry) throw classify(error, deadline, performance.now() - startedAt);
-        }
-      }
-    },
+    origin: base.origin,
+    path: base.pathname.replace(/\/+$/, ''),
     server: {
       address: base.hostname.replace(/^\[(.*)\]$/, '$1'),
       port: base.port === '' ? (base.protocol === 'https:' ? 443 : 80) : Number(base.port),
     },
-    close: () => pool.close(),
   };
+}
 
-  async function exchange(request: UpstreamRequest, startedAt: number, deadline: AbortSignal): Promise<UpstreamAnswer> {
-    const headers: Record<string, string> = {
-      authorization: `Bearer ${request.token}`,
-      accept: 'application/json',
-      'x-request-id': request.requestId,
-    };
-    const trace = request.trace;
-    if (trace !== undefined) {
-      headers.traceparent = trace.traceparent;
-      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+/** The body's bytes, or a `broken` failure once they pass `maxBytes` (the reading stops there). */
+async function readCapped(
+  body: AsyncIterable<Buffer> & { destroy(): void },
+  maxBytes: number,
+  startedAt: number,
+): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > maxBytes) {
+      body.destroy();
+      throw new UpstreamFailure('broken', 'body over maxBodyBytes', performance.now() - startedAt);
     }
-    if (request.ifNoneMatch !== undefined) headers['if-none-match'] = request.ifNoneMatch;
-    if (request.ifModifiedSince !== undefined) headers['if-modified-since'] = request.ifModifiedSince;
-    const response = await pool.request({ method: 'GET', path: basePath + request.target, headers, signal: deadline });
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
+}
+
+/**
+ * The headers sent upstream: the credential, the request id, while tracing Trace Context, and for
+ * a conditional refresh its validators.
+ */
+function headersFor(request: UpstreamRequest): Record<string, string> {
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${request.token}`,
+    accept: 'application/json',
+    'x-request-id': request.requestId,
+  };
+  const trace = request.trace;
+  if (trace !== undefined) {
+    headers.traceparent = trace.traceparent;
+    if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate;
+  }
+  if (request.ifNoneMatch !== undefined) headers['if-none-match'] = request.ifNoneMatch;
+  if (request.ifModifiedSince !== undefined) headers['if-modified-since'] = request.ifModifiedSince;
+  return headers;
+}
+
+/** The client over its one piece of state, the keep-alive pool (undici's `Pool`). */
+class PooledUpstreamClient implements UpstreamClient {
+  readonly server: UpstreamClient['server'];
+  readonly #pool: Pool;
+  readonly #basePath: string;
+  readonly #timeoutMs: number;
+  readonly #maxBodyBytes: number;
+
+  constructor(base: UpstreamBase, options: UpstreamClientOptions) {
+    this.server = base.server;
+    this.#basePath = base.path;
+    this.#timeoutMs = options.timeoutMs;
+    this.#maxBodyBytes = options.maxBodyBytes;
+    this.#pool = new Pool(base.origin, {
+      connections: options.connections,
+      connectTimeout: Math.min(options.timeoutMs, 10_000),
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  async get(request: UpstreamRequest): Promise<UpstreamAnswer> {
+    const startedAt = performance.now();
+    const deadline = AbortSignal.timeout(this.#timeoutMs);
+    // A keep-alive connection the upstream closed while idle fails the next request sent on it,
+    // before any byte of an answer. A GET is idempotent (RFC 9110 §9.2.2): it is sent once more,
+    // on a new connection, within the same deadline.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#exchange(request, startedAt, deadline);
+      } catch (error) {
+        const retry =
+          attempt === 0 &&
+          !deadline.aborted &&
+          !(error instanceof UpstreamFailure) &&
+          STALE_CONNECTION_CODES.has(errorCode(error) ?? '');
+        if (!retry) throw classify(error, deadline, performance.now() - startedAt);
+      }
+    }
+  }
+
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+
+  async #exchange(request: UpstreamRequest, startedAt: number, deadline: AbortSignal): Promise<UpstreamAnswer> {
+    const response = await this.#pool.request({
+      method: 'GET',
+      path: this.#basePath + request.target,
+      headers: headersFor(request),
+      signal: deadline,
+    });
     // From here on an answer has begun: a failure while reading it is never retried.
     let body: Buffer;
     try {
-      body = await readCapped(response.body, startedAt);
+      body = await readCapped(response.body, this.#maxBodyBytes, startedAt);
     } catch (error) {
       throw classify(error, deadline, performance.now() - startedAt);
     }
@@ -202,4 +246,11 @@ export function createUpstreamClient(options: UpstreamClientOptions): UpstreamCl
       elapsedMs: performance.now() - startedAt,
     };
   }
+}
+
+export function createUpstreamClient(options: UpstreamClientOptions): UpstreamClient {
+  const base = upstreamBase(options.url);
+  if (!(options.timeoutMs > 0)) throw new TypeError('upstream.timeout must be positive');
+  if (!(options.maxBodyBytes > 0)) throw new TypeError('upstream.maxBodyBytes must be positive');
+  return new PooledUpstreamClient(base, options);
 }

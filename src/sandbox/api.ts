@@ -1,0 +1,102 @@
+/**
+ * The sandbox's answer to an API request (seed §2, §4, §5, §7), past its own counting, rate limit
+ * and faults: the method, the path, the credential, the permission, the query, then a page or a
+ * record. Its refusals, checked in this order: 405 (not GET or HEAD), 404 (no such resource or path),
+ * 401 (seed §7: no valid credential), 403 (seed §7: access denied), 400 (a query the seed does not
+ * allow), 404 (no such record in the credential's company).
+ *
+ * Company scoping (seed §5.2: every answer holds only the credential's company's records, and
+ * another company's record is a 404 like a missing one, §4) and keyset pages (seed §4: `data`,
+ * `meta.per_page`, `meta.has_more`, `meta.next_after_id`; null when there is no next page) are here.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { denial } from './access.js';
+import { type Credential, bearerToken } from './credentials.js';
+import type { Dataset, SandboxRecord } from './dataset.js';
+import { json } from './json.js';
+import { type ListQuery, readListQuery, readRecordQuery, recordId } from './query.js';
+import { type SeedResource, seedResource } from './resources.js';
+
+/** Checks a bearer token's signature and claims: the credential it stands for, or none. */
+export type TokenChecker = (token: string) => Promise<Credential | undefined>;
+
+/** Seed §5.2: a record is the credential's when it belongs to the credential's company. */
+function owns(credential: Credential, record: SandboxRecord): boolean {
+  return String(record.company_id) === credential.company;
+}
+
+export class SandboxApi {
+  readonly #dataset: Dataset;
+  readonly #checkToken: TokenChecker;
+
+  constructor(dataset: Dataset, checkToken: TokenChecker) {
+    this.#dataset = dataset;
+    this.#checkToken = checkToken;
+  }
+
+  /** Answers a request for `path` (below the API prefix, without the query) and `search` (the query). */
+  async answer(req: IncomingMessage, res: ServerResponse, path: string, search: string): Promise<void> {
+    if (req.method !== 'GET' && req.method !== 'HEAD')
+      return json(res, 405, { error: 'method_not_allowed' }, { allow: 'GET, HEAD' });
+    const [name = '', id, ...rest] = path.split('/');
+    const resource = seedResource(name);
+    if (resource === undefined || rest.length > 0) return json(res, 404, { error: 'not_found' });
+    const credential = await this.#authenticate(req);
+    if (credential === undefined) {
+      return json(
+        res,
+        401,
+        { error: 'unauthenticated' },
+        { 'www-authenticate': 'Bearer realm="sandbox", error="invalid_token"' },
+      );
+    }
+    const denied = denial(credential, resource);
+    if (denied !== undefined)
+      return json(res, 403, { error: 'forbidden', reason: denied.reason, missing: denied.missing });
+    if (id === undefined) {
+      const query = readListQuery(search, resource);
+      if ('invalid' in query) return json(res, 400, { error: 'invalid_parameter', parameter: query.invalid });
+      return this.#list(res, resource, credential, query);
+    }
+    const refused = readRecordQuery(search);
+    if (refused !== undefined) return json(res, 400, { error: 'invalid_parameter', parameter: refused.invalid });
+    this.#single(res, resource, credential, id);
+  }
+
+  async #authenticate(req: IncomingMessage): Promise<Credential | undefined> {
+    const token = bearerToken(req.headersDistinct.authorization);
+    return token === undefined ? undefined : this.#checkToken(token);
+  }
+
+  /** Seed §4: a keyset page of the company's records, filtered, ordered by id. */
+  #list(res: ServerResponse, resource: SeedResource, credential: Credential, query: ListQuery): void {
+    const page: SandboxRecord[] = [];
+    let hasMore = false;
+    for (const record of this.#dataset.get(resource.name) ?? []) {
+      if (record.id <= query.afterId || !owns(credential, record)) continue;
+      if (!query.filters.every(([name, value]) => String(record[name]) === value)) continue;
+      if (page.length === query.perPage) {
+        hasMore = true;
+        break;
+      }
+      page.push(record);
+    }
+    const last = page[page.length - 1];
+    json(res, 200, {
+      data: page,
+      meta: {
+        per_page: query.perPage,
+        has_more: hasMore,
+        next_after_id: hasMore && last !== undefined ? last.id : null,
+      },
+    });
+  }
+
+  /** Seed §4: one record; another company's record is answered exactly like a missing one (404). */
+  #single(res: ServerResponse, resource: SeedResource, credential: Credential, idText: string): void {
+    const id = recordId(idText);
+    const record = id === undefined ? undefined : (this.#dataset.get(resource.name) ?? []).find((r) => r.id === id);
+    if (record === undefined || !owns(credential, record)) return json(res, 404, { error: 'not_found' });
+    json(res, 200, { data: record });
+  }
+}
