@@ -8,6 +8,8 @@
  * Company scoping (seed §5.2: every answer holds only the credential's company's records, and
  * another company's record is a 404 like a missing one, §4) and keyset pages (seed §4: `data`,
  * `meta.per_page`, `meta.has_more`, `meta.next_after_id`; null when there is no next page) are here.
+ * A page or a record is answered with its validators, or 304 to a request that has it already
+ * (`validators.ts`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { denial } from './access.js';
@@ -16,6 +18,7 @@ import type { Dataset, SandboxRecord } from './dataset.js';
 import { json } from './json.js';
 import { type ListQuery, readListQuery, readRecordQuery, recordId } from './query.js';
 import { type SeedResource, seedResource } from './resources.js';
+import type { Representations } from './validators.js';
 
 /** Checks a bearer token's signature and claims: the credential it stands for, or none. */
 export type TokenChecker = (token: string) => Promise<Credential | undefined>;
@@ -28,10 +31,12 @@ function owns(credential: Credential, record: SandboxRecord): boolean {
 export class SandboxApi {
   readonly #dataset: Dataset;
   readonly #checkToken: TokenChecker;
+  readonly #representations: Representations;
 
-  constructor(dataset: Dataset, checkToken: TokenChecker) {
+  constructor(dataset: Dataset, checkToken: TokenChecker, representations: Representations) {
     this.#dataset = dataset;
     this.#checkToken = checkToken;
+    this.#representations = representations;
   }
 
   /** Answers a request for `path` (below the API prefix, without the query) and `search` (the query). */
@@ -53,14 +58,18 @@ export class SandboxApi {
     const denied = denial(credential, resource);
     if (denied !== undefined)
       return json(res, 403, { error: 'forbidden', reason: denied.reason, missing: denied.missing });
+    // What the answer is a representation of: this company's view of this target.
+    const page = `${credential.company}\n${path}?${search}`;
     if (id === undefined) {
       const query = readListQuery(search, resource);
       if ('invalid' in query) return json(res, 400, { error: 'invalid_parameter', parameter: query.invalid });
-      return this.#list(res, resource, credential, query);
+      return this.#representations.answer(req, res, page, this.#list(resource, credential, query));
     }
     const refused = readRecordQuery(search);
     if (refused !== undefined) return json(res, 400, { error: 'invalid_parameter', parameter: refused.invalid });
-    this.#single(res, resource, credential, id);
+    const record = this.#single(resource, credential, id);
+    if (record === undefined) return json(res, 404, { error: 'not_found' });
+    this.#representations.answer(req, res, page, { data: record });
   }
 
   async #authenticate(req: IncomingMessage): Promise<Credential | undefined> {
@@ -69,7 +78,7 @@ export class SandboxApi {
   }
 
   /** Seed §4: a keyset page of the company's records, filtered, ordered by id. */
-  #list(res: ServerResponse, resource: SeedResource, credential: Credential, query: ListQuery): void {
+  #list(resource: SeedResource, credential: Credential, query: ListQuery): unknown {
     const page: SandboxRecord[] = [];
     let hasMore = false;
     for (const record of this.#dataset.get(resource.name) ?? []) {
@@ -82,21 +91,20 @@ export class SandboxApi {
       page.push(record);
     }
     const last = page[page.length - 1];
-    json(res, 200, {
+    return {
       data: page,
       meta: {
         per_page: query.perPage,
         has_more: hasMore,
         next_after_id: hasMore && last !== undefined ? last.id : null,
       },
-    });
+    };
   }
 
   /** Seed §4: one record; another company's record is answered exactly like a missing one (404). */
-  #single(res: ServerResponse, resource: SeedResource, credential: Credential, idText: string): void {
+  #single(resource: SeedResource, credential: Credential, idText: string): SandboxRecord | undefined {
     const id = recordId(idText);
     const record = id === undefined ? undefined : (this.#dataset.get(resource.name) ?? []).find((r) => r.id === id);
-    if (record === undefined || !owns(credential, record)) return json(res, 404, { error: 'not_found' });
-    json(res, 200, { data: record });
+    return record === undefined || !owns(credential, record) ? undefined : record;
   }
 }

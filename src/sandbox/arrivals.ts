@@ -1,7 +1,8 @@
 /**
  * What the sandbox counts of the API requests it receives (docs/sandbox.md): how many, how many at
- * once, how many per second, by target, and each arrival's time. The tests read these to judge what
- * reached the upstream (`GET /__sandbox/stats`, `Sandbox.stats()`).
+ * once, how many per second, by target, and each arrival's time; how many were conditional and how
+ * many it answered 304; the bytes it sent. The tests read these to judge what reached the upstream
+ * and what came back (`GET /__sandbox/stats`, `Sandbox.stats()`).
  */
 
 export interface SandboxStats {
@@ -18,6 +19,14 @@ export interface SandboxStats {
   rateLimited: number;
   /** Requests received per path (with query), for tests that count one key's fetches. */
   byTarget: Record<string, number>;
+  /** API requests that carried `If-None-Match` or `If-Modified-Since`. */
+  conditional: number;
+  /** API requests answered 304 Not Modified (no body). */
+  notModified: number;
+  /** Bytes of the API answers' bodies sent (HEAD and 304 send none). */
+  bodyBytes: number;
+  /** Bytes of the API answers on the wire: status lines, header fields and bodies. */
+  responseBytes: number;
   /**
    * Every API request's arrival (ms since the epoch, to the µs) and the requests in flight with it, the last
    * 20 000: for tests that judge phases of one run apart.
@@ -39,6 +48,10 @@ function emptyStats(): SandboxStats {
     startsBySecond: {},
     rateLimited: 0,
     byTarget: {},
+    conditional: 0,
+    notModified: 0,
+    bodyBytes: 0,
+    responseBytes: 0,
     arrivals: [],
   };
 }
@@ -91,9 +104,10 @@ export class ArrivalRecorder {
   readonly #lastSecond = new SlidingSecond();
 
   /** Counts an API request that has just arrived, for `target` (its path and query). */
-  arrived(target: string): void {
+  arrived(target: string, conditional: boolean): void {
     const stats = this.#stats;
     stats.served += 1;
+    if (conditional) stats.conditional += 1;
     stats.inFlight += 1;
     stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight);
     stats.byTarget[target] = (stats.byTarget[target] ?? 0) + 1;
@@ -111,6 +125,14 @@ export class ArrivalRecorder {
   /** Its answer has ended (or its connection closed). */
   ended(): void {
     this.#stats.inFlight -= 1;
+  }
+
+  /** Its answer was sent whole: its status, its body's bytes and its bytes on the wire. */
+  answered(status: number, bodyBytes: number, responseBytes: number): void {
+    const stats = this.#stats;
+    if (status === 304) stats.notModified += 1;
+    stats.bodyBytes += bodyBytes;
+    stats.responseBytes += responseBytes;
   }
 
   rateLimited(): void {

@@ -1,7 +1,7 @@
 /**
  * The sandbox's control API under `/__sandbox/` (docs/sandbox.md, `SANDBOX_CONTROL=1`, tests only):
- * its counters and the requests it received, a reset, the fault switch, refusals and the rate
- * limit. A body it cannot take is a 400 naming what was wrong.
+ * its counters and the requests it received, a reset, the fault switch, refusals, the rate limit and
+ * the validators. A body it cannot take is a 400 naming what was wrong.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ArrivalRecorder } from './arrivals.js';
@@ -9,6 +9,7 @@ import { FaultError, type FaultSwitch, parseFaults } from './faults.js';
 import { json } from './json.js';
 import type { RateLimitSwitch } from './rate-limit.js';
 import type { RequestLog } from './request-log.js';
+import { type Representations, ValidatorError, parseValidatorSettings } from './validators.js';
 
 export const CONTROL_PREFIX = '/__sandbox/';
 
@@ -18,6 +19,7 @@ export interface ControlTargets {
   readonly requests: RequestLog;
   readonly faults: FaultSwitch;
   readonly rateLimit: RateLimitSwitch;
+  readonly representations: Representations;
   /** Stops listening for `ms` (`Sandbox.refuse`). */
   refuse(ms: number): Promise<void>;
 }
@@ -82,6 +84,12 @@ async function route(
     return json(res, 200, { ok: true });
   }
   if (action === 'rate-limit' && method === 'PUT') return putRateLimit(req, res, targets);
+  if (action === 'validators' && method === 'GET') return json(res, 200, targets.representations.settings);
+  if (action === 'validators' && method === 'PUT') {
+    const settings = parseValidatorSettings(await readJson(req), targets.representations.settings);
+    targets.representations.set(settings);
+    return json(res, 200, settings);
+  }
   json(res, 404, { error: 'not_found' });
 }
 
@@ -95,6 +103,7 @@ export async function handleControl(
   try {
     await route(req, res, action, targets);
   } catch (error) {
-    json(res, 400, { error: error instanceof FaultError ? error.message : 'bad request' });
+    const known = error instanceof FaultError || error instanceof ValidatorError;
+    json(res, 400, { error: known ? error.message : 'bad request' });
   }
 }

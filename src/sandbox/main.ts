@@ -3,7 +3,8 @@
  * load test and the benchmarks. Settings: SANDBOX_PORT (8081), SANDBOX_HOST (127.0.0.1),
  * SANDBOX_RATE_LIMIT (requests per second before 429; 0 turns it off; default 1000),
  * SANDBOX_CONTROL (1: the test-only fault switch and counters under /__sandbox/), SANDBOX_SEED,
- * and the proxy's own key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
+ * SANDBOX_VALIDATORS (`etag,last-modified`, `etag`, `last-modified` or `none`), and the proxy's own
+ * key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
  * JWT_AUDIENCE; the development secret when none is set).
  */
 import { messageOf } from '../errors/proxy-error.js';
@@ -13,6 +14,15 @@ import { ConfigError, loadEnv } from '../config/load.js';
 import { DEV_SECRET, mintDevToken } from '../dev/dev-credentials.js';
 import type { SandboxKeys } from './credentials.js';
 import { createSandbox } from './server.js';
+import { ALL_VALIDATORS, type ValidatorSettings, validatorsFromText } from './validators.js';
+
+function validatorsVar(): ValidatorSettings {
+  const text = process.env.SANDBOX_VALIDATORS;
+  if (text === undefined || text === '') return ALL_VALIDATORS;
+  const settings = validatorsFromText(text);
+  if (settings === undefined) throw new ConfigError('SANDBOX_VALIDATORS', 'must be etag, last-modified, both or none');
+  return settings;
+}
 
 function integerVar(name: string, fallback: number): number {
   const text = process.env[name];
@@ -32,6 +42,8 @@ const SANDBOX_COMMAND: Command = {
     '  SANDBOX_RATE_LIMIT (1000)                       requests per second before its own 429; 0: off',
     '  SANDBOX_CONTROL                                 1: the test-only control API under /__sandbox/',
     '  SANDBOX_SEED (20261122)                         the data seed',
+    '  SANDBOX_VALIDATORS (etag,last-modified)         validators sent and conditional requests answered 304:',
+    '                                                  etag, last-modified, both (comma-separated) or none',
     '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET, JWT_ALGORITHMS, JWT_ISSUER, JWT_AUDIENCE',
     '                                                  token keys as the proxy reads them; none: the development secret',
   ].join('\n'),
@@ -55,6 +67,7 @@ async function run(): Promise<void> {
     rateLimitPerSecond: integerVar('SANDBOX_RATE_LIMIT', 1000),
     control: process.env.SANDBOX_CONTROL === '1' || process.env.SANDBOX_CONTROL === 'true',
     seed: integerVar('SANDBOX_SEED', 20_261_122),
+    validators: validatorsVar(),
   });
   const url = await sandbox.listen(port, process.env.SANDBOX_HOST ?? '127.0.0.1');
   const lines = [`sandbox system of record listening on ${url}`];

@@ -18,9 +18,11 @@
  * (`control.ts`) a fault switch (`faults.ts`, `fault-answer.ts`), the count of requests it served
  * (`arrivals.ts`), and the trace headers they carried (`traceparent`, `tracestate`, `X-Request-Id`:
  * how tests see what reaches the upstream, `request-log.ts`). Refusing connections is `listener.ts`.
- * This file wires them together and owns the server.
+ * Pages and records carry validators and conditional requests get 304s, switchable
+ * (`validators.ts`). This file wires them together and owns the server.
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { Socket } from 'node:net';
 import { SandboxApi } from './api.js';
 import { ArrivalRecorder, type SandboxStats } from './arrivals.js';
 import { CONTROL_PREFIX, type ControlTargets, handleControl } from './control.js';
@@ -33,9 +35,11 @@ import { Listener } from './listener.js';
 import { RateLimitSwitch } from './rate-limit.js';
 import { type ReceivedRequest, RequestLog } from './request-log.js';
 import { API_PREFIX } from './resources.js';
+import { ALL_VALIDATORS, Representations, type ValidatorSettings } from './validators.js';
 
 export type { ReceivedRequest } from './request-log.js';
 export type { SandboxStats } from './arrivals.js';
+export type { ValidatorSettings } from './validators.js';
 
 export interface SandboxOptions {
   readonly keys: SandboxKeys;
@@ -47,6 +51,8 @@ export interface SandboxOptions {
   /** Exposes the fault switch and counters under `/__sandbox/` (tests only). */
   readonly control?: boolean;
   readonly seed?: number;
+  /** Which validators pages carry and which conditional requests are evaluated (default: both). */
+  readonly validators?: ValidatorSettings;
 }
 
 export interface Sandbox {
@@ -61,6 +67,8 @@ export interface Sandbox {
   received(): ReceivedRequest[];
   resetStats(): void;
   setRateLimit(perSecond: number): void;
+  /** Switches the validators pages carry, and the conditional requests evaluated with them. */
+  setValidators(settings: ValidatorSettings): void;
   /**
    * Stops listening, so that connections are refused, for `ms` or until `accept()`; then listens
    * on the same port again. Resolves once it listens again.
@@ -81,11 +89,39 @@ interface ApiRooms {
   readonly api: SandboxApi;
 }
 
-/** Counts the request, then its rate limit, then any fault, then the answer. */
+/** The bytes each connection had sent when its last answer was counted. */
+const countedBytes = new WeakMap<Socket, number>();
+
+/**
+ * Counts an answer just given (`end` called): its status, its body's bytes (as its Content-Length
+ * promised; none for HEAD and 304), and its bytes on the wire, read from the connection at once (a
+ * socket's count includes what it still buffers), so the figures are there before the client has
+ * the answer.
+ */
+function countAnswer(arrivals: ArrivalRecorder, req: IncomingMessage, res: ServerResponse): void {
+  const socket = req.socket;
+  const written = socket.bytesWritten;
+  const before = countedBytes.get(socket) ?? 0;
+  countedBytes.set(socket, written);
+  const length = Number(res.getHeader('content-length') ?? 0);
+  const body = res.statusCode === 304 || req.method === 'HEAD' || !Number.isFinite(length) ? 0 : length;
+  arrivals.answered(res.statusCode, body, written - before);
+}
+
+/** Counts the request, then its rate limit, then any fault, then the answer, then what was sent. */
 async function handleApi(rooms: ApiRooms, req: IncomingMessage, res: ServerResponse, target: string): Promise<void> {
-  rooms.arrivals.arrived(target);
+  rooms.arrivals.arrived(
+    target,
+    req.headers['if-none-match'] !== undefined || req.headers['if-modified-since'] !== undefined,
+  );
   rooms.requests?.record(req, target);
   res.on('close', () => rooms.arrivals.ended());
+  await answerApi(rooms, req, res, target);
+  if (res.writableEnded) countAnswer(rooms.arrivals, req, res);
+}
+
+/** The answer: a 429 above the rate, a fault when one is set, else the API's own. */
+async function answerApi(rooms: ApiRooms, req: IncomingMessage, res: ServerResponse, target: string): Promise<void> {
   if (rooms.rateLimit.refuses(rooms.arrivals.startsThisSecond)) {
     rooms.arrivals.rateLimited();
     return json(res, 429, { error: 'rate_limited' }, { 'retry-after': '1' });
@@ -118,12 +154,13 @@ export function createSandbox(options: SandboxOptions): Sandbox {
   const requests = new RequestLog();
   const faults = new FaultSwitch();
   const rateLimit = new RateLimitSwitch(options.rateLimitPerSecond ?? 0);
+  const representations = new Representations(options.validators ?? ALL_VALIDATORS);
   const rooms: ApiRooms = {
     arrivals,
     requests: control ? requests : undefined,
     rateLimit,
     faults,
-    api: new SandboxApi(dataset, checkToken),
+    api: new SandboxApi(dataset, checkToken, representations),
   };
   const server = createServer((req, res) => {
     const target = req.url ?? '/';
@@ -134,7 +171,14 @@ export function createSandbox(options: SandboxOptions): Sandbox {
   });
   server.keepAliveTimeout = 65_000;
   const listener = new Listener(server);
-  const targets: ControlTargets = { arrivals, requests, faults, rateLimit, refuse: (ms) => listener.refuse(ms) };
+  const targets: ControlTargets = {
+    arrivals,
+    requests,
+    faults,
+    rateLimit,
+    representations,
+    refuse: (ms) => listener.refuse(ms),
+  };
 
   return {
     server,
@@ -151,6 +195,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       requests.clear();
     },
     setRateLimit: (perSecond) => rateLimit.set(perSecond),
+    setValidators: (settings) => representations.set(settings),
     refuse: (ms) => listener.refuse(ms),
     accept: () => listener.accept(),
     close: () => listener.close(),

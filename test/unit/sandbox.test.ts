@@ -1,6 +1,7 @@
 /**
  * The sandbox's dataset (docs/sandbox.md), as pure data: deterministic for a seed, every resource in every
- * company, one resource deep enough to page through, ids unique and ordered, filter values that vary.
+ * company, one resource deep enough to page through, ids unique and ordered, filter values that vary;
+ * and how its validator settings are read.
  */
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/catalog/resources.js';
@@ -11,6 +12,7 @@ import {
   type SandboxRecord,
   generateDataset,
 } from '../../src/sandbox/dataset.js';
+import { ValidatorError, parseValidatorSettings, validatorsFromText } from '../../src/sandbox/validators.js';
 
 const dataset = generateDataset();
 
@@ -133,5 +135,24 @@ describe('the sandbox dataset', () => {
   it('types active as a boolean with both values present', () => {
     const actives = new Set(recordsOf('warehouses').map((r) => r.active));
     expect(actives).toEqual(new Set([true, false]));
+  });
+});
+
+describe('the sandbox’s validator settings', () => {
+  it('reads SANDBOX_VALIDATORS', () => {
+    expect(validatorsFromText('etag,last-modified')).toEqual({ etag: true, lastModified: true });
+    expect(validatorsFromText(' last-modified , etag ')).toEqual({ etag: true, lastModified: true });
+    expect(validatorsFromText('etag')).toEqual({ etag: true, lastModified: false });
+    expect(validatorsFromText('last-modified')).toEqual({ etag: false, lastModified: true });
+    expect(validatorsFromText('none')).toEqual({ etag: false, lastModified: false });
+    for (const bad of ['', 'none,etag', 'etags', 'weak']) expect(validatorsFromText(bad), bad).toBeUndefined();
+  });
+
+  it('reads a control API body, keeping what it leaves out', () => {
+    const on = { etag: true, lastModified: true };
+    expect(parseValidatorSettings({ etag: false }, on)).toEqual({ etag: false, lastModified: true });
+    expect(parseValidatorSettings({}, on)).toEqual(on);
+    for (const bad of [null, [], 'x', { etag: 'no' }, { weak: true }])
+      expect(() => parseValidatorSettings(bad, on)).toThrow(ValidatorError);
   });
 });
