@@ -4,6 +4,7 @@
  * is one script on the entry's key alone (FRESHEN_SCRIPT); a purge is one SET of a new generation.
  * Every failure is a miss or a skipped write, never an error.
  */
+import { createHash } from 'node:crypto';
 import type { CacheGroup } from './cache-key.js';
 import { generationKey } from './cache-key.js';
 import { decodeEntry, encodeEntry, freshening, isFreshening } from './entry.js';
@@ -35,6 +36,16 @@ redis.call('pexpire', KEYS[1], ARGV[4])
 return 1`;
 
 const FRESHEN_RESULTS: Readonly<Record<string, FreshenResult>> = { '1': 'freshened', '0': 'changed', '-1': 'missing' };
+/**
+ * The script is sent by its SHA1 (EVALSHA): its text is longer than what a freshen carries, and
+ * saving bytes is the point. A node that does not have it (a new node, a restart, a failover)
+ * answers NOSCRIPT once, and the text goes with that call (EVAL), which caches it there.
+ */
+const FRESHEN_SHA = createHash('sha1').update(FRESHEN_SCRIPT).digest('hex');
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
 
 export interface RedisStoreOptions {
   readonly client: RedisClient;
@@ -99,8 +110,13 @@ export function createRedisStore(options: RedisStoreOptions): CacheStore {
       if (ttl <= 0 || !isFreshening(stored, fresher)) return 'changed';
       if (!health.usable(address.key)) return 'unavailable';
       const { expected, bytes, offset } = freshening(stored, fresher);
+      const args = [address.key, expected, bytes, offset ?? -1, ttl] as const;
       try {
-        const reply = await client.eval(FRESHEN_SCRIPT, 1, address.key, expected, bytes, offset ?? -1, ttl);
+        const reply = await client
+          .evalsha(FRESHEN_SHA, 1, ...args)
+          .catch((error: unknown) =>
+            isNoScript(error) ? client.eval(FRESHEN_SCRIPT, 1, ...args) : Promise.reject(error),
+          );
         return FRESHEN_RESULTS[String(reply)] ?? 'unavailable';
       } catch (error) {
         failed('freshen', address.key, error);

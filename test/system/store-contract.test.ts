@@ -303,24 +303,28 @@ contract('redis cluster', () =>
 
 describe('a freshen on Redis', () => {
   it('sends the entry’s prefix and 24 bytes of times, never its body, and writes them with SETRANGE', async () => {
-    const sent: number[] = [];
+    const sent: Array<{ readonly command: string; readonly bytes: number }> = [];
+    const size = (args: unknown[]): number =>
+      args.reduce<number>((n, arg) => n + (Buffer.isBuffer(arg) ? arg.length : String(arg).length), 0);
     // The client as the store sees it, measuring what each script call carries.
     const measured = new Proxy(client, {
       get(target, property, receiver) {
-        if (property === 'eval')
+        if (property === 'eval' || property === 'evalsha')
           return (...args: unknown[]) => {
-            sent.push(args.reduce<number>((n, arg) => n + (Buffer.isBuffer(arg) ? arg.length : String(arg).length), 0));
-            return (target.eval as (...a: unknown[]) => Promise<unknown>)(...args);
+            sent.push({ command: property, bytes: size(args) });
+            return (target[property] as (...a: unknown[]) => Promise<unknown>)(...args);
           };
         return Reflect.get(target, property, receiver) as unknown;
       },
     });
+    await client.script('FLUSH');
     const store = createRedisStore({ client: measured, health, prefix: 'test' });
     const a = address('transfers?per_page=30');
     const body = JSON.stringify({
       data: Array.from({ length: 300 }, (_, i) => ({ id: i, note: `n${String(i * 7919)}` })),
       meta: {},
     });
+    expect(body.length).toBeGreaterThan(5_000);
     const generation = (await store.ensureGeneration(a)) ?? '';
     await store.save(a, { ...entry(generation, body), brotli: undefined });
     const held = (await store.lookup(a)).entry;
@@ -332,9 +336,16 @@ describe('a freshen on Redis', () => {
       await store.freshen(a, held, { ...held, storedAt: held.storedAt + 1, freshUntil: held.freshUntil + 1 }),
     ).toBe('freshened');
     expect(setrangeCalls(await stats())).toBe(before + 1);
-    expect(sent).toHaveLength(1);
-    expect(sent[0]).toBeLessThan(1_000);
-    expect(body.length).toBeGreaterThan(5_000);
+    // The first on a node without the script: EVALSHA answers NOSCRIPT, and EVAL brings the text.
+    expect(sent.map((s) => s.command)).toEqual(['evalsha', 'eval']);
+    expect(sent[1]?.bytes).toBeLessThan(1_000);
+    // Then by its SHA alone: the key, the prefix read, the 24 bytes of times, the offset and the expiry.
+    const again = (await store.lookup(a)).entry;
+    if (again === undefined) throw new Error('freshened');
+    sent.length = 0;
+    expect(await store.freshen(a, again, { ...again, storedAt: again.storedAt + 1 })).toBe('freshened');
+    expect(sent.map((s) => s.command)).toEqual(['evalsha']);
+    expect(sent[0]?.bytes).toBeLessThan(350);
     expect((await store.lookup(a)).entry?.body.toString()).toBe(body);
   });
 });
