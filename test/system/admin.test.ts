@@ -248,8 +248,9 @@ describe('run-time settings on every replica (Redis)', () => {
     clock += 10_000;
     const started = Date.now();
     expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/warehouses', { ttl: 5 })).status).toBe(200);
+    // Stale under the new TTL: forwarded to be revalidated (docs/cache.md#revalidation).
     await until(
-      async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
+      async () => /fwd=stale; fwd-status=304; stored/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
       'replica 2 to apply the override',
       1_000,
     );

@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { decodeEntry } from '../../src/cache/entry.js';
+import { ENTRY_FORMAT_VERSION, decodeEntry } from '../../src/cache/entry.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { listenOn } from '../../src/http/listen.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
@@ -373,7 +373,7 @@ describe('corrupt entries in Redis', () => {
       if (stored === null) throw new Error('the warmed entry is not in Redis');
       expect(decodeEntry(stored)?.body.toString('utf8')).toBe(good.text);
       const otherVersion = Buffer.from(stored);
-      otherVersion.writeUInt8(2, 0);
+      otherVersion.writeUInt8(ENTRY_FORMAT_VERSION + 1, 0);
       const corruptions: ReadonlyArray<readonly [string, Buffer]> = [
         ['garbage', Buffer.from('\u0000\u00ff not a cache entry at all \u00ff\u0000', 'latin1')],
         ['other format version', otherVersion],

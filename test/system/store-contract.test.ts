@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cacheAddress, type CacheAddress } from '../../src/cache/cache-key.js';
-import { type CacheEntry, brotliBody } from '../../src/cache/entry.js';
+import { type CacheEntry, ENTRY_FORMAT_VERSION, brotliBody, encodeEntry } from '../../src/cache/entry.js';
 import { createMemoryStore } from '../../src/cache/memory-store.js';
 import { RedisHealth, createRedisClient, type RedisClient } from '../../src/platform/redis.js';
 import { createRedisStore } from '../../src/cache/redis-store.js';
@@ -354,7 +354,12 @@ describe('the Redis store when Redis misbehaves', () => {
   it('treats corrupt or other-version bytes as no entry', async () => {
     const store = createRedisStore({ client, health, prefix: 'test' });
     const a = address('transfers?per_page=9');
-    for (const junk of [Buffer.from('not an entry'), Buffer.from([2, 0, 0, 0, 0, 2, 123, 125]), Buffer.alloc(0)]) {
+    const valid = encodeEntry(entry('g', '{"v":1}'));
+    const nextVersion = Buffer.from(valid);
+    nextVersion.writeUInt8(ENTRY_FORMAT_VERSION + 1, 0);
+    // Format 1's layout: [version][flags][u32 header length][header][body].
+    const formatOne = Buffer.from([1, 0, 0, 0, 0, 2, 123, 125]);
+    for (const junk of [Buffer.from('not an entry'), formatOne, nextVersion, Buffer.alloc(0)]) {
       await client.set(a.key, junk);
       const found = await store.lookup(a);
       expect(found.available).toBe(true);

@@ -194,6 +194,22 @@ describe('a refresh of a stored page', () => {
     expect(calls).toHaveLength(2);
   });
 
+  it('requests joined to a revalidation share it: one conditional request, the others collapsed on its 304', async () => {
+    const target = 'receipts?per_page=12';
+    await serve(target);
+    clock += 31_000;
+    answer = () => notModified();
+    const answers = await Promise.all([serve(target), serve(target), serve(target)]);
+    expect(calls).toHaveLength(2);
+    expect(answers.map((a) => a.cacheStatus).sort()).toEqual([
+      'slab-proxy; fwd=stale; fwd-status=304; collapsed',
+      'slab-proxy; fwd=stale; fwd-status=304; collapsed',
+      'slab-proxy; fwd=stale; fwd-status=304; stored',
+    ]);
+    expect(new Set(answers.map((a) => a.etag)).size).toBe(1);
+    expect(revalidations).toEqual(['not_modified']);
+  });
+
   it('takes the validators a 304 carries in place of the stored ones (RFC 9111 §4.3.4)', async () => {
     const target = 'receipts?per_page=3';
     await serve(target);
