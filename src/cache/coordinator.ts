@@ -102,8 +102,8 @@ export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCo
         if (taken !== 1) return 'held';
         held.set(address.leaseKey, token);
         return 'acquired';
-      } catch {
-        health.failed(address.leaseKey);
+      } catch (error) {
+        health.failed(address.leaseKey, error);
         return 'unavailable';
       }
     },
@@ -116,8 +116,8 @@ export function createRedisCoordinator(options: RedisCoordinatorOptions): FillCo
       held.delete(address.leaseKey);
       try {
         await client.eval(RELEASE_SCRIPT, 1, address.leaseKey, token, channel, address.key);
-      } catch {
-        health.failed(address.leaseKey); // the lease expires by itself; waiters poll
+      } catch (error) {
+        health.failed(address.leaseKey, error); // the lease expires by itself; waiters poll
       }
     },
     async waitForFill(address, maxWaitMs) {
