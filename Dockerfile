@@ -17,6 +17,8 @@ FROM deps AS loadgen
 COPY tsconfig.json tsconfig.bench.json ./
 COPY src ./src
 COPY bench ./bench
+# What the bench shares with the tests (free ports, a Redis Cluster): compiled with it.
+COPY test/support ./test/support
 RUN node node_modules/typescript/bin/tsc -p tsconfig.bench.json
 CMD ["node", "dist-bench/bench/loadgen.js"]
 

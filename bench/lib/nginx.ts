@@ -6,7 +6,7 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../../test/support/free-port.js';
 import { childPids, commandLine } from './cpu.js';
 import { get } from './http.js';
 import { type Launched, ROOT, commandPath, launch } from './processes.js';

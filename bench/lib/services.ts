@@ -5,9 +5,9 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, freePorts } from '../../src/dev/free-port.js';
+import { freePort, freePorts } from '../../test/support/free-port.js';
 import { SERVED_PATH } from '../baseline-server.js';
-import { startRedisCluster } from '../../src/dev/redis-cluster.js';
+import { startRedisCluster } from '../../test/support/redis-cluster.js';
 import { RUNTIME_NODE_FLAGS } from '../../src/platform/runtime-flags.js';
 import { get, waitReady } from './http.js';
 import { type Launched, ROOT, commandPath, launch, onCleanup } from './processes.js';

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../support/free-port.js';
 import { OPENAPI_FILE } from '../../src/reference/openapi.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';

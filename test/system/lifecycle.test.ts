@@ -13,7 +13,7 @@ import { type Socket, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../support/free-port.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';

@@ -12,7 +12,7 @@ import { SignJWT } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
 import { DEV_SECRET, type DevTokenOptions } from '../../src/dev/dev-credentials.js';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../support/free-port.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';

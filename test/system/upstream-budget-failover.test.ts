@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/dev/dev-credentials.js';
-import type { RedisCluster } from '../../src/dev/redis-cluster.js';
+import type { RedisCluster } from '../support/redis-cluster.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
 import { closedLoop } from '../helpers/load.js';
