@@ -127,10 +127,13 @@ function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: numbe
   });
 }
 
-async function launchOnFreePort(
-  dir: string,
-  nodeTimeoutMs: number,
-): Promise<{ port: number; busPort: number; child: ChildProcess }> {
+interface LaunchedNode {
+  readonly port: number;
+  readonly busPort: number;
+  readonly child: ChildProcess;
+}
+
+async function launchOnFreePort(dir: string, nodeTimeoutMs: number): Promise<LaunchedNode> {
   for (let attempt = 0; ; attempt++) {
     const [port = 0, busPort = 0] = await freePorts(2);
     try {
@@ -147,73 +150,112 @@ function alive(child: ChildProcess): boolean {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisCluster> {
-  const masters = options.masters ?? 3;
-  const nodeTimeoutMs = options.nodeTimeoutMs ?? 1_000;
-  if (masters < 3) throw new TypeError('a Redis Cluster needs at least 3 masters');
-  const dir = mkdtempSync(join(tmpdir(), 'slab-redis-cluster-'));
-  const fixed = options.ports;
-  if (fixed !== undefined && fixed.length !== masters * 2)
-    throw new TypeError(`a cluster of ${String(masters)} masters needs ${String(masters * 2)} ports`);
-  const launched = await Promise.all(
-    Array.from({ length: masters * 2 }, async (_, i) => {
+/**
+ * A node on a port chosen beforehand, its bus on a free port that is not one of the `reserved`
+ * ones (free too, until their node listens).
+ */
+async function launchOnFixedPort(
+  port: number,
+  reserved: readonly number[],
+  dir: string,
+  nodeTimeoutMs: number,
+): Promise<LaunchedNode> {
+  for (let attempt = 0; ; attempt++) {
+    let busPort = await freePort();
+    while (reserved.includes(busPort)) busPort = await freePort();
+    try {
+      return { port, busPort, child: await launch(port, busPort, dir, nodeTimeoutMs) };
+    } catch (error) {
+      if (attempt >= 4) throw error;
+    }
+  }
+}
+
+/** `count` nodes, each on its port of `fixed` if given, else on a free one; all at once. */
+function launchNodes(
+  count: number,
+  dir: string,
+  nodeTimeoutMs: number,
+  fixed: readonly number[] | undefined,
+): Promise<LaunchedNode[]> {
+  return Promise.all(
+    Array.from({ length: count }, (_, i) => {
       const port = fixed?.[i];
-      if (port === undefined) return launchOnFreePort(dir, nodeTimeoutMs);
-      for (let attempt = 0; ; attempt++) {
-        // A free port that is not one of the fixed ones (free too, until their node listens).
-        let busPort = await freePort();
-        while (fixed?.includes(busPort) === true) busPort = await freePort();
-        try {
-          return { port, busPort, child: await launch(port, busPort, dir, nodeTimeoutMs) };
-        } catch (error) {
-          if (attempt >= 4) throw error;
-        }
-      }
+      return port === undefined
+        ? launchOnFreePort(dir, nodeTimeoutMs)
+        : launchOnFixedPort(port, fixed ?? [], dir, nodeTimeoutMs);
     }),
   );
-  const children = new Map<number, ChildProcess>(launched.map(({ port, child }) => [port, child]));
-  const paused = new Set<number>();
-  const nodes: ClusterNode[] = launched.map(({ port }) => ({ port, address: `127.0.0.1:${String(port)}` }));
-  const busPorts = new Map<number, number>(launched.map(({ port, busPort }) => [port, busPort]));
+}
 
-  async function cli(node: ClusterNode, ...args: string[]): Promise<string> {
-    const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(node.port), ...args], {
-      timeout: 5_000,
+async function redisCli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { timeout: 5_000 });
+  return stdout;
+}
+
+/** One node as `CLUSTER NODES` describes it: its port, role, whether it is failed, its slot ranges. */
+interface NodeView {
+  readonly port: number;
+  readonly master: boolean;
+  readonly failed: boolean;
+  readonly slots: ReadonlyArray<readonly [number, number]>;
+}
+
+/** `CLUSTER SHARDS`-free parse of `CLUSTER NODES`: port → role and slots. */
+function parseClusterNodes(text: string): NodeView[] {
+  return text
+    .trim()
+    .split('\n')
+    .map((line) => {
+      const [, address = '', flags = '', , , , , , ...slots] = line.split(' ');
+      const port = Number(address.split('@')[0]?.split(':')[1]);
+      return {
+        port,
+        master: flags.split(',').includes('master'),
+        failed: /fail|noaddr/.test(flags),
+        slots: slots
+          .filter((s) => !s.startsWith('['))
+          .map((s) => {
+            const [from = '0', to = from] = s.split('-');
+            return [Number(from), Number(to)] as const;
+          }),
+      };
     });
-    return stdout;
+}
+
+const slotCount = (view: NodeView): number => view.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+
+/** The running nodes of one cluster, and what the handle's operations share. */
+class ClusterProcesses {
+  readonly nodes: readonly ClusterNode[];
+  readonly #children: Map<number, ChildProcess>;
+  readonly #busPorts: Map<number, number>;
+  readonly #paused = new Set<number>();
+  /** The nodes' directories (see nodeDir). */
+  readonly dir: string;
+  readonly nodeTimeoutMs: number;
+
+  constructor(launched: readonly LaunchedNode[], dir: string, nodeTimeoutMs: number) {
+    this.dir = dir;
+    this.nodeTimeoutMs = nodeTimeoutMs;
+    this.nodes = launched.map(({ port }) => ({ port, address: `127.0.0.1:${String(port)}` }));
+    this.#children = new Map(launched.map(({ port, child }) => [port, child]));
+    this.#busPorts = new Map(launched.map(({ port, busPort }) => [port, busPort]));
   }
 
-  const live = (): ClusterNode[] =>
-    nodes.filter((node) => {
-      const child = children.get(node.port);
-      return child !== undefined && alive(child) && !paused.has(node.port);
+  /** The nodes running and not paused. */
+  live(): ClusterNode[] {
+    return this.nodes.filter((node) => {
+      const child = this.#children.get(node.port);
+      return child !== undefined && alive(child) && !this.#paused.has(node.port);
     });
+  }
 
-  /** `CLUSTER SHARDS`-free parse of `CLUSTER NODES` from a live node: port → role and slots. */
-  async function topology(): Promise<
-    { port: number; master: boolean; failed: boolean; slots: Array<[number, number]> }[]
-  > {
-    for (const node of live()) {
+  /** The cluster's view of its nodes, from the first live node that answers. */
+  async topology(): Promise<NodeView[]> {
+    for (const node of this.live()) {
       try {
-        const text = await cli(node, 'cluster', 'nodes');
-        return text
-          .trim()
-          .split('\n')
-          .map((line) => {
-            const [, address = '', flags = '', , , , , , ...slots] = line.split(' ');
-            const port = Number(address.split('@')[0]?.split(':')[1]);
-            return {
-              port,
-              master: flags.split(',').includes('master'),
-              failed: /fail|noaddr/.test(flags),
-              slots: slots
-                .filter((s) => !s.startsWith('['))
-                .map((s) => {
-                  const [from = '0', to = from] = s.split('-');
-                  return [Number(from), Number(to)] as [number, number];
-                }),
-            };
-          });
+        return parseClusterNodes(await redisCli(node.port, 'cluster', 'nodes'));
       } catch {
         // that node is going away: ask another
       }
@@ -221,96 +263,131 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     throw new Error('no live cluster node answers');
   }
 
-  const cluster: RedisCluster = {
-    nodes,
-    seeds: nodes.map((node) => node.address).join(','),
-    cli,
-    async masterOf(key) {
-      const asked = live()[0] ?? nodes[0];
-      if (asked === undefined) throw new Error('the cluster has no nodes');
-      const slot = Number((await cli(asked, 'cluster', 'keyslot', key)).trim());
-      const owner = (await topology()).find(
-        (n) => n.master && !n.failed && n.slots.some(([from, to]) => slot >= from && slot <= to),
-      );
-      const node = nodes.find((n) => n.port === owner?.port);
-      if (node === undefined) throw new Error(`no master serves slot ${String(slot)}`);
-      return node;
-    },
-    async masters() {
-      const ports = new Set(
-        (await topology()).filter((n) => n.master && !n.failed && n.slots.length > 0).map((n) => n.port),
-      );
-      return nodes.filter((node) => ports.has(node.port));
-    },
-    async kill(node) {
-      const child = children.get(node.port);
-      if (child === undefined || !alive(child)) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGCONT');
-      child.kill('SIGKILL');
-      paused.delete(node.port);
-      await exited;
-    },
-    pause(node) {
-      children.get(node.port)?.kill('SIGSTOP');
-      paused.add(node.port);
-    },
-    resume(node) {
-      children.get(node.port)?.kill('SIGCONT');
-      paused.delete(node.port);
-    },
-    async restart(node) {
-      await cluster.kill(node);
-      children.set(
-        node.port,
-        await launch(node.port, busPorts.get(node.port) ?? node.port + 10_000, dir, nodeTimeoutMs),
-      );
-    },
-    async waitHealthy(deadlineMs = 30_000) {
-      const deadline = Date.now() + deadlineMs;
-      for (;;) {
-        try {
-          const states = await Promise.all(live().map((node) => cli(node, 'cluster', 'info')));
-          const ok =
-            states.length > 0 &&
-            states.every((info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_ok:16384'));
-          if (ok) {
-            const masters = (await topology()).filter((n) => n.master && !n.failed);
-            const covered = masters.reduce(
-              (sum, n) => sum + n.slots.reduce((s, [from, to]) => s + to - from + 1, 0),
-              0,
-            );
-            const liveMasters = masters.every(
-              (m) => m.slots.length === 0 || live().some((node) => node.port === m.port),
-            );
-            if (covered === 16_384 && liveMasters) return;
-          }
-        } catch {
-          // a node is starting or going: ask again
-        }
-        if (Date.now() > deadline) throw new Error('the Redis Cluster did not become healthy in time');
-        await sleep(100);
-      }
-    },
-    async flushAll() {
-      await Promise.all((await cluster.masters()).map((node) => cli(node, 'flushall')));
-    },
-    async stop() {
-      await Promise.all(nodes.map((node) => cluster.kill(node)));
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  async kill(node: ClusterNode): Promise<void> {
+    const child = this.#children.get(node.port);
+    if (child === undefined || !alive(child)) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+    this.#paused.delete(node.port);
+    await exited;
+  }
 
+  pause(node: ClusterNode): void {
+    this.#children.get(node.port)?.kill('SIGSTOP');
+    this.#paused.add(node.port);
+  }
+
+  resume(node: ClusterNode): void {
+    this.#children.get(node.port)?.kill('SIGCONT');
+    this.#paused.delete(node.port);
+  }
+
+  async restart(node: ClusterNode): Promise<void> {
+    await this.kill(node);
+    const busPort = this.#busPorts.get(node.port) ?? node.port + 10_000;
+    this.#children.set(node.port, await launch(node.port, busPort, this.dir, this.nodeTimeoutMs));
+  }
+}
+
+async function masterOf(cluster: ClusterProcesses, key: string): Promise<ClusterNode> {
+  const asked = cluster.live()[0] ?? cluster.nodes[0];
+  if (asked === undefined) throw new Error('the cluster has no nodes');
+  const slot = Number((await redisCli(asked.port, 'cluster', 'keyslot', key)).trim());
+  const owner = (await cluster.topology()).find(
+    (n) => n.master && !n.failed && n.slots.some(([from, to]) => slot >= from && slot <= to),
+  );
+  const node = cluster.nodes.find((n) => n.port === owner?.port);
+  if (node === undefined) throw new Error(`no master serves slot ${String(slot)}`);
+  return node;
+}
+
+async function currentMasters(cluster: ClusterProcesses): Promise<ClusterNode[]> {
+  const ports = new Set(
+    (await cluster.topology()).filter((n) => n.master && !n.failed && n.slots.length > 0).map((n) => n.port),
+  );
+  return cluster.nodes.filter((node) => ports.has(node.port));
+}
+
+/**
+ * Healthy: every live node reports `cluster_state:ok` with all 16 384 slots ok, and the masters
+ * that serve slots cover all of them and are all live.
+ */
+async function isHealthy(cluster: ClusterProcesses): Promise<boolean> {
+  const states = await Promise.all(cluster.live().map((node) => redisCli(node.port, 'cluster', 'info')));
+  const ok =
+    states.length > 0 &&
+    states.every((info) => info.includes('cluster_state:ok') && info.includes('cluster_slots_ok:16384'));
+  if (!ok) return false;
+  const masters = (await cluster.topology()).filter((n) => n.master && !n.failed);
+  const covered = masters.reduce((sum, n) => sum + slotCount(n), 0);
+  const liveMasters = masters.every((m) => m.slots.length === 0 || cluster.live().some((node) => node.port === m.port));
+  return covered === 16_384 && liveMasters;
+}
+
+async function waitHealthy(cluster: ClusterProcesses, deadlineMs: number): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    try {
+      if (await isHealthy(cluster)) return;
+    } catch {
+      // a node is starting or going: ask again
+    }
+    if (Date.now() > deadline) throw new Error('the Redis Cluster did not become healthy in time');
+    await sleep(100);
+  }
+}
+
+async function stopCluster(cluster: ClusterProcesses): Promise<void> {
+  await Promise.all(cluster.nodes.map((node) => cluster.kill(node)));
+  rmSync(cluster.dir, { recursive: true, force: true });
+}
+
+/** The handle the tests and the bench hold; its operations may be passed around detached. */
+function handleOf(cluster: ClusterProcesses): RedisCluster {
+  return {
+    nodes: cluster.nodes,
+    seeds: cluster.nodes.map((node) => node.address).join(','),
+    cli: (node, ...args) => redisCli(node.port, ...args),
+    masterOf: (key) => masterOf(cluster, key),
+    masters: () => currentMasters(cluster),
+    kill: (node) => cluster.kill(node),
+    pause: (node) => cluster.pause(node),
+    resume: (node) => cluster.resume(node),
+    restart: (node) => cluster.restart(node),
+    waitHealthy: (deadlineMs = 30_000) => waitHealthy(cluster, deadlineMs),
+    flushAll: async () => {
+      await Promise.all((await currentMasters(cluster)).map((node) => redisCli(node.port, 'flushall')));
+    },
+    stop: () => stopCluster(cluster),
+  };
+}
+
+/** Joins the nodes into one cluster, each master with one replica (`redis-cli --cluster create` picks which). */
+async function createCluster(nodes: readonly ClusterNode[]): Promise<void> {
+  await run(
+    'redis-cli',
+    ['--cluster', 'create', ...nodes.map((n) => n.address), '--cluster-replicas', '1', '--cluster-yes'],
+    { timeout: 30_000 },
+  );
+}
+
+export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisCluster> {
+  const masters = options.masters ?? 3;
+  const nodeTimeoutMs = options.nodeTimeoutMs ?? 1_000;
+  if (masters < 3) throw new TypeError('a Redis Cluster needs at least 3 masters');
+  const fixed = options.ports;
+  if (fixed !== undefined && fixed.length !== masters * 2)
+    throw new TypeError(`a cluster of ${String(masters)} masters needs ${String(masters * 2)} ports`);
+  const dir = mkdtempSync(join(tmpdir(), 'slab-redis-cluster-'));
+  const cluster = new ClusterProcesses(await launchNodes(masters * 2, dir, nodeTimeoutMs, fixed), dir, nodeTimeoutMs);
+  const handle = handleOf(cluster);
   try {
-    await run(
-      'redis-cli',
-      ['--cluster', 'create', ...nodes.map((n) => n.address), '--cluster-replicas', '1', '--cluster-yes'],
-      { timeout: 30_000 },
-    );
-    await cluster.waitHealthy();
+    await createCluster(cluster.nodes);
+    await handle.waitHealthy();
   } catch (error) {
-    await cluster.stop();
+    await handle.stop();
     throw error;
   }
-  return cluster;
+  return handle;
 }
