@@ -31,7 +31,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { RESOURCE_NAMES } from '../src/catalog/resources.js';
-import { mintDevToken } from '../src/dev/dev-credentials.js';
+import { mintDevToken } from '../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
 import { envInt, envText } from './lib/env.js';
 import { BENCHMARKS_DOC, docsBlock, fmt, fmtInt, runStamp, say } from './lib/format.js';

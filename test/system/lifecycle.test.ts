@@ -12,7 +12,7 @@ import { once } from 'node:events';
 import { type Socket, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { freePort } from '../support/free-port.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startProxy, startSandbox } from '../helpers/env.js';

@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { SignJWT } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
-import { DEV_SECRET, type DevTokenOptions } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET, type DevTokenOptions } from '../../src/cli/dev-credentials.js';
 import { freePort } from '../support/free-port.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
