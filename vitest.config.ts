@@ -15,7 +15,12 @@ export default defineConfig({
         test: {
           ...shared,
           name: 'parallel',
-          include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts'],
+          include: [
+            'test/unit/**/*.test.ts',
+            'test/integration/**/*.test.ts',
+            'test/deployment/**/*.test.ts',
+            'test/docs/**/*.test.ts',
+          ],
           maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
