@@ -145,7 +145,7 @@ async function bench(): Promise<number> {
   say(
     'missing' in nginx
       ? `  ${nginx.missing}`
-      : `anchor: nginx ${nginx.version} proxy_cache (config/nginx-cache.conf), hits only`,
+      : `anchor: nginx ${nginx.version} proxy_cache (bench/nginx-cache.conf), hits only`,
   );
   say();
 

@@ -1,5 +1,5 @@
 /**
- * The nginx `proxy_cache` anchor: Debian's nginx with config/nginx-cache.conf, caching pages
+ * The nginx `proxy_cache` anchor: Debian's nginx with bench/nginx-cache.conf, caching pages
  * from a local origin. The bench warms it, checks every page is a HIT, and then measures it like
  * the other servers; its CPU is its worker's (the master only supervises, the cache manager and
  * loader idle).
@@ -11,7 +11,7 @@ import { childPids, commandLine } from './cpu.js';
 import { get } from './http.js';
 import { type Launched, ROOT, commandPath, launch } from './processes.js';
 
-export const NGINX_TEMPLATE = join(ROOT, 'config', 'nginx-cache.conf');
+export const NGINX_TEMPLATE = join(ROOT, 'bench', 'nginx-cache.conf');
 
 export interface NginxSettings {
   /** The run's own directory: config, pid, logs, cache. */
@@ -20,7 +20,7 @@ export interface NginxSettings {
   readonly originPort: number;
 }
 
-/** Fills in config/nginx-cache.conf; every placeholder must be known. */
+/** Fills in bench/nginx-cache.conf; every placeholder must be known. */
 export function renderNginxConfig(template: string, settings: NginxSettings): string {
   const values: Record<string, string> = {
     // As root, nginx would run its worker as `nobody`, which cannot write the run's private
