@@ -1,11 +1,13 @@
 /**
  * No Docker engine runs on the project's machines, so the Dockerfile is checked for what can be
- * checked: every COPY source exists, stages are named and referenced correctly, the scripts it runs
- * exist in package.json, and the command it starts is a file the build produces.
+ * checked: every COPY source exists, stages are named and referenced correctly, the load
+ * generator's stage has every file its build compiles, the scripts it runs exist in package.json,
+ * and the command it starts is a file the build produces.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { shippedNodeFlags } from '../../bench/lib/services.js';
+import { filesUnder, importsOf } from '../helpers/files.js';
 
 const dockerfile = readFileSync('Dockerfile', 'utf8');
 const lines = dockerfile.split('\n').filter((l) => l.trim() !== '' && !l.trim().startsWith('#'));
@@ -33,6 +35,26 @@ describe('Dockerfile', () => {
       }
       for (const source of sources) expect(existsSync(source), source).toBe(true);
     }
+  });
+
+  it('copies into the load generator’s stage every file its build compiles', () => {
+    const from = lines.findIndex((l) => /^FROM \S+ AS loadgen$/i.test(l));
+    const to = lines.findIndex((l, index) => index > from && l.startsWith('FROM '));
+    const copied = lines
+      .slice(from, to)
+      .filter((l) => l.startsWith('COPY ') && !l.includes('--from='))
+      .flatMap((l) => l.split(/\s+/).slice(1, -1));
+    // What `tsc -p tsconfig.bench.json` compiles there: bench/, and every file it imports, wherever.
+    const reached = new Set<string>();
+    const visit = (file: string): void => {
+      if (reached.has(file) || !existsSync(file)) return;
+      reached.add(file);
+      for (const next of importsOf(file)) visit(next);
+    };
+    for (const file of filesUnder('bench', '.ts')) visit(file);
+    expect(reached).toContain('test/support/free-port.ts'); // the walk leaves bench/
+    const missing = [...reached].filter((file) => !copied.some((source) => file.startsWith(`${source}/`)));
+    expect(missing).toEqual([]);
   });
 
   it('runs scripts that exist and starts the built entry point', () => {

@@ -1,8 +1,9 @@
 /**
- * The docs and the code cite each other by path, and those paths hold: every `src/…` path and
- * `docs/…` file or anchor that the README, the docs, the comments of src/, bench/, scripts/ and
- * test/, and the config and deployment files name exists, and so does every file and anchor the
- * README and the docs link to (docs/architecture.md#how-slab-ops-proxy-is-built).
+ * The docs and the code cite each other by path, and those paths hold: every `src/…`, `test/…`,
+ * `bench/…`, `scripts/…`, `config/…` and `deploy/…` path and every `docs/…` file or anchor that
+ * the README, the docs, the comments of src/, bench/, scripts/ and test/, and the config and
+ * deployment files name exists, and so does every file and anchor the README and the docs link to
+ * (docs/architecture.md#how-slab-ops-proxy-is-built).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
@@ -50,6 +51,20 @@ describe('the paths and anchors the README, the docs and the code name', () => {
       for (const match of text.matchAll(/(?<![\w./-])src\/[A-Za-z0-9_./-]*[A-Za-z0-9_/]/g)) {
         const path = match[0];
         if (!existsSync(path)) missing.push(`${file}: ${path}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('every test/…, bench/…, scripts/…, config/… and deploy/… path exists', () => {
+    const missing: string[] = [];
+    for (const { file, text } of texts) {
+      for (const match of text.matchAll(
+        /(?<![\w./-])(?:test|bench|scripts|config|deploy)\/[A-Za-z0-9_./-]*[A-Za-z0-9_/]/g,
+      )) {
+        const path = match[0];
+        // A `.js` path names a compiled file (dist/, dist-bench/), which the repository does not hold.
+        if (!path.endsWith('.js') && !existsSync(path)) missing.push(`${file}: ${path}`);
       }
     }
     expect(missing).toEqual([]);

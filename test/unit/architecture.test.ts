@@ -10,9 +10,8 @@
  * That the paths and anchors the docs and the code name exist: test/docs/citations.test.ts.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { filesUnder } from '../helpers/files.js';
+import { filesUnder, importsOf } from '../helpers/files.js';
 
 const SOURCES = filesUnder('src', '.ts');
 /** Where the code-layout table is, between `<!-- layout:start -->` and `<!-- layout:end -->`. */
@@ -41,14 +40,6 @@ function layoutRows(): Array<{ readonly units: string[]; readonly layer: string 
 function unitOf(file: string): string {
   const parts = file.split('/');
   return parts.length === 2 ? file : `src/${parts[1] ?? ''}`;
-}
-
-/** The relative imports of a source file, as file paths. */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  return [...text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)].map((m) =>
-    normalize(join(dirname(file), (m[1] ?? '').replace(/\.js$/, '.ts'))),
-  );
 }
 
 describe('the layers', () => {
