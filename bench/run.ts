@@ -34,7 +34,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join, resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../src/catalog/resources.js';
-import { mintDevToken } from '../src/dev/dev-credentials.js';
+import { mintDevToken } from '../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
 import { envInt, envText } from './lib/env.js';
 import { BENCHMARKS_DOC, docsBlock, fmt, fmtInt, runStamp, say } from './lib/format.js';
@@ -196,7 +196,7 @@ async function bench(): Promise<number> {
   say(
     'missing' in nginx
       ? `  ${nginx.missing}`
-      : `anchor: nginx ${nginx.version} proxy_cache (config/nginx-cache.conf), hits only`,
+      : `anchor: nginx ${nginx.version} proxy_cache (bench/nginx-cache.conf), hits only`,
   );
   say();
 

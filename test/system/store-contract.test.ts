@@ -11,7 +11,7 @@ import { RedisHealth, createRedisClient, type RedisClient } from '../../src/plat
 import { createRedisStore } from '../../src/cache/redis-store.js';
 import { type CacheStore, isCurrent } from '../../src/cache/store.js';
 import type { Principal } from '../../src/auth/principal.js';
-import { canonicaliseTarget } from '../../src/request/canonical-read.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { type RedisServer, clientReady, startRedis } from '../helpers/redis.js';
 
