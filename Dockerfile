@@ -17,6 +17,8 @@ FROM deps AS loadgen
 COPY tsconfig.json tsconfig.bench.json ./
 COPY src ./src
 COPY bench ./bench
+# What the bench shares with the tests (free ports, a Redis Cluster): compiled with it.
+COPY test/support ./test/support
 RUN node node_modules/typescript/bin/tsc -p tsconfig.bench.json
 CMD ["node", "dist-bench/bench/loadgen.js"]
 
@@ -31,5 +33,6 @@ USER node
 EXPOSE 8080 9090
 HEALTHCHECK --interval=10s --timeout=2s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.ADMIN_PORT || 9090) + '/readyz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-# The runtime flags of src/platform/runtime-flags.ts (a test holds them equal).
+# The runtime flags of `npm start` in package.json (docs/operations.md#the-runtime-flag; a test
+# holds them equal).
 CMD ["node", "--max-semi-space-size=32", "dist/main.js"]

@@ -49,7 +49,7 @@ import { createRedisStore } from '../src/cache/redis-store.js';
 import { API_PREFIX } from '../src/catalog/resources.js';
 import { BUILT_IN_CONFIG } from '../src/config/schema.js';
 import { createOperatorControl } from '../src/control/operator-control.js';
-import { DEV_SECRET, mintDevToken } from '../src/dev/dev-credentials.js';
+import { DEV_SECRET, mintDevToken } from '../src/cli/dev-credentials.js';
 import { type InboundLimiter, createInboundLimiter } from '../src/limits/inbound.js';
 import type { RatePolicy } from '../src/limits/limit-verdict.js';
 import { createMetrics } from '../src/observability/metrics.js';

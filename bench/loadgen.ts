@@ -18,7 +18,7 @@
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { API_PREFIX, RESOURCE_NAMES } from '../src/catalog/resources.js';
-import { mintDevToken } from '../src/dev/dev-credentials.js';
+import { mintDevToken } from '../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
 import { envInt, envText } from './lib/env.js';
 import { fmt, fmtInt } from './lib/format.js';

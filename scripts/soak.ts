@@ -48,7 +48,8 @@ function parseOptions(): { runs: number; busy: boolean; files: string[] } {
     strict: true,
   });
   const runs = Number(values.runs);
-  if (!Number.isInteger(runs) || runs < 1 || runs > 1_000) throw new Error('--runs must be a whole number from 1 to 1000');
+  if (!Number.isInteger(runs) || runs < 1 || runs > 1_000)
+    throw new Error('--runs must be a whole number from 1 to 1000');
   const files = values.files === '' ? [] : values.files.split(',').filter((file) => file !== '');
   return { runs, busy: values.busy, files };
 }

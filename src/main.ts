@@ -10,7 +10,7 @@ import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } fro
 import { bannerLines, startFacts } from './cli/start-banner.js';
 import { type Config, ConfigError, DEFAULT_CONFIG_FILE, loadConfig, shutdownPlan } from './config/load.js';
 import { type ProxyApp, createProxyApp } from './app.js';
-import { DEV_SECRET, mintDevToken } from './dev/dev-credentials.js';
+import { DEV_SECRET, mintDevToken } from './cli/dev-credentials.js';
 import { messageOf } from './errors/proxy-error.js';
 import { createLogger, errorFields } from './observability/logger.js';
 import { type TracingRuntime, startTracing } from './observability/tracing-sdk.js';

@@ -1,17 +1,17 @@
 /**
- * The nginx `proxy_cache` anchor: Debian's nginx with config/nginx-cache.conf, caching pages
+ * The nginx `proxy_cache` anchor: Debian's nginx with bench/nginx-cache.conf, caching pages
  * from a local origin. The bench warms it, checks every page is a HIT, and then measures it like
  * the other servers; its CPU is its worker's (the master only supervises, the cache manager and
  * loader idle).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../../test/support/free-port.js';
 import { childPids, commandLine } from './cpu.js';
 import { get } from './http.js';
 import { type Launched, ROOT, commandPath, launch } from './processes.js';
 
-export const NGINX_TEMPLATE = join(ROOT, 'config', 'nginx-cache.conf');
+export const NGINX_TEMPLATE = join(ROOT, 'bench', 'nginx-cache.conf');
 
 export interface NginxSettings {
   /** The run's own directory: config, pid, logs, cache. */
@@ -20,7 +20,7 @@ export interface NginxSettings {
   readonly originPort: number;
 }
 
-/** Fills in config/nginx-cache.conf; every placeholder must be known. */
+/** Fills in bench/nginx-cache.conf; every placeholder must be known. */
 export function renderNginxConfig(template: string, settings: NginxSettings): string {
   const values: Record<string, string> = {
     // As root, nginx would run its worker as `nobody`, which cannot write the run's private

@@ -3,12 +3,11 @@
  * Redis Cluster), the sandbox system of record, proxy replicas (`node dist/main.js`, as
  * shipped), and the bare `node:http` baseline. The bench and the load test start theirs here.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, freePorts } from '../../src/dev/free-port.js';
+import { freePort, freePorts } from '../../test/support/free-port.js';
 import { SERVED_PATH } from '../baseline-server.js';
-import { startRedisCluster } from '../../src/dev/redis-cluster.js';
-import { RUNTIME_NODE_FLAGS } from '../../src/platform/runtime-flags.js';
+import { startRedisCluster } from '../../test/support/redis-cluster.js';
 import { get, waitReady } from './http.js';
 import { type Launched, ROOT, commandPath, launch, onCleanup } from './processes.js';
 
@@ -148,10 +147,24 @@ export interface ProxyProcess {
   readonly adminUrl: string;
 }
 
+/**
+ * The V8 flags the proxy ships with, read from where they are set: `npm start` in package.json,
+ * `node <flags…> dist/main.js` (docs/operations.md#the-runtime-flag). The replicas run with them,
+ * so that the bench measures the proxy as it runs.
+ */
+export function shippedNodeFlags(): string[] {
+  const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts?: Record<string, string> })
+    .scripts;
+  const words = (scripts?.start ?? '').split(' ');
+  if (words.length < 2 || words[0] !== 'node' || words.at(-1) !== 'dist/main.js')
+    throw new Error(`package.json: npm start is not \`node <flags…> dist/main.js\`: ${scripts?.start ?? '(none)'}`);
+  return words.slice(1, -1);
+}
+
 /** A proxy replica (`node dist/main.js`) on free ports, ready when this resolves. */
 export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
   const [port = 0, adminPort = 0] = await freePorts(2);
-  const flags = [...RUNTIME_NODE_FLAGS, ...(options.nodeFlags ?? [])];
+  const flags = [...shippedNodeFlags(), ...(options.nodeFlags ?? [])];
   const launched = launch(options.name, process.execPath, [...flags, options.mainJs ?? 'dist/main.js'], {
     env: {
       PATH,

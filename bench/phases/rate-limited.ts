@@ -7,7 +7,7 @@
  * proxies' background work runs).
  */
 import { Redis } from 'ioredis';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { fmt, fmtInt, say, spread, textTable, verdict } from '../lib/format.js';
 import { get } from '../lib/http.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';

@@ -16,7 +16,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { brotliBody, encodeEntry, storedPrefix, strongEtag } from '../../src/cache/entry.js';
 import { API_PREFIX } from '../../src/sandbox/resources.js';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { processCpuUs } from '../lib/cpu.js';
 import { get, sandboxControl } from '../lib/http.js';
 import { stop } from '../lib/processes.js';

@@ -33,7 +33,7 @@ import { setImmediate as turn } from 'node:timers/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { pino } from 'pino';
-import { DEV_SECRET, mintDevToken } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET, mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { RequestLog } from '../../src/observability/logger.js';
 import type { Tracing } from '../../src/observability/tracing.js';
 import { type TracesSampler, startTracing } from '../../src/observability/tracing-sdk.js';

@@ -51,8 +51,4 @@ export class VerifiedTokenCache {
     const until = Math.min(principal.expiresAt * 1000, at + this.#maxAgeMs);
     if (until > at) this.#entries.set(digest, { principal, until });
   }
-
-  clear(): void {
-    this.#entries.clear();
-  }
 }

@@ -149,8 +149,8 @@ class RedisCoordinator implements FillCoordinator {
       if (taken !== 1) return 'held';
       this.#held.hold(address.leaseKey, token);
       return 'acquired';
-    } catch {
-      health.failed(address.leaseKey);
+    } catch (error) {
+      health.failed(address.leaseKey, error);
       return 'unavailable';
     }
   }
@@ -164,8 +164,8 @@ class RedisCoordinator implements FillCoordinator {
     const { client, health, channel } = this.#options;
     try {
       await client.eval(RELEASE_SCRIPT, 1, address.leaseKey, token, channel, address.key);
-    } catch {
-      health.failed(address.leaseKey); // the lease expires by itself; waiters poll
+    } catch (error) {
+      health.failed(address.leaseKey, error); // the lease expires by itself; waiters poll
     }
   }
 

@@ -61,7 +61,7 @@ export function createRedisStore(options: RedisStoreOptions): CacheStore {
   const now = options.now ?? Date.now;
 
   function failed(operation: string, key: string, error: unknown): void {
-    health.failed(key);
+    health.failed(key, error);
     options.onFailure?.(operation, error);
   }
 

@@ -16,7 +16,6 @@ const TEXT = /^[^\p{Cc}]{1,128}$/u;
 /** The text grammar's pattern source, for the OpenAPI description (ECMA-262 with the `u` flag, as JSON Schema 2020-12 reads it). */
 export const FILTER_TEXT_PATTERN = TEXT.source;
 
-export const PER_PAGE_MIN = 1;
 export const PER_PAGE_MAX = 100;
 export const PER_PAGE_DEFAULT = 30;
 

@@ -15,7 +15,7 @@ import { decodeJwt } from 'jose';
 import { ClaimError, DEFAULT_CLAIM_NAMES, isTenantText, principalFromClaims } from '../auth/claims.js';
 import { isPositiveId } from '../catalog/grammar.js';
 import { ALL_PERMISSIONS } from '../catalog/resources.js';
-import { mintDevToken } from '../dev/dev-credentials.js';
+import { mintDevToken } from './dev-credentials.js';
 import { type Command, STANDARD_OPTIONS, exitWithUsage, parseCommandLine } from './command-line.js';
 
 const TOKEN_COMMAND: Command = {

@@ -15,11 +15,10 @@
  * Stamps, and the instant against which entries expire, are read from Redis's clock (`TIME`), so
  * replicas with skewed clocks agree on the order of changes. Each entry's expiry is the one its
  * change decided (operator-control.ts): a token's `exp`, or a tombstone's retention. The scripts
- * are in control-scripts.ts, the keys of the layout before issue 8 in legacy-layout.ts.
+ * are in control-scripts.ts.
  */
 import type { RedisClient } from '../platform/redis.js';
 import { CHANGE_SCRIPT, MERGE_SCRIPT, PRUNE_SCRIPT, READ_SCRIPT } from './control-scripts.js';
-import { type LegacyEntry, dropLegacy, readLegacy } from './legacy-layout.js';
 import { type StateEntry, decodeEntry, encodeEntry } from './operator-state.js';
 
 /** Entries per write-back script call. */
@@ -65,13 +64,6 @@ export interface ControlStore {
     incarnation: string,
     floor?: number,
   ): Promise<StateMeta & { readonly written: number }>;
-  /**
-   * The operator state as versions before issue 8 kept it (one key per kind, no stamps): field,
-   * value and expiry of each, to be written as the oldest of entries.
-   */
-  legacy(): Promise<LegacyEntry[]>;
-  /** Removes those keys once merged (a tombstone must never lose to them later). */
-  dropLegacy(): Promise<void>;
   prune(): Promise<number>;
   /** A channel message, checked; `undefined` for anything else. */
   parseMessage(text: string): ChangeMessage | undefined;
@@ -93,8 +85,6 @@ export function createControlStore(client: RedisClient, prefix: string): Control
     read: () => readState(client, keys),
     change: (field, value, expiresAt) => writeChange(client, keys, field, value, expiresAt),
     merge: (entries, incarnation, floor = 0) => mergeEntries(client, keys, entries, incarnation, floor),
-    legacy: () => readLegacy(client, prefix),
-    dropLegacy: () => dropLegacy(client, prefix),
     prune: () => pruneExpired(client, keys),
     parseMessage,
   };

@@ -159,13 +159,10 @@ export class StateSync {
 
   /**
    * This Redis holds no state: flushed, restarted empty, failed over to an empty replica — or new.
-   * Keys of the earlier layout come in as the oldest entries; then everything known here.
+   * Everything known here is written to it, under a new incarnation.
    */
   async #restore(): Promise<void> {
-    const legacy = await this.#store.legacy();
-    this.#local.apply(legacy.map(([field, value, x]): [string, StateEntry] => [field, { t: 1, v: value, x }]));
     await this.#writeBack([...this.#local.state.entries()], randomUUID());
-    if (legacy.length > 0) await this.#store.dropLegacy();
   }
 
   /** Writes entries to Redis; the changes made here that went with them are no longer pending. */

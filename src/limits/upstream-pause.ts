@@ -68,8 +68,8 @@ export function createUpstreamPause(options: UpstreamPauseOptions): UpstreamPaus
         }
         const probe = await redis.client.set(`${keyOf(company)}:probe`, '1', 'PX', options.probeMs, 'NX');
         return probe === 'OK' ? PROBE : WHILE_PROBING;
-      } catch {
-        redis.health.failed(keyOf(company));
+      } catch (error) {
+        redis.health.failed(keyOf(company), error);
         return checkLocally(company);
       }
     },
@@ -81,8 +81,8 @@ export function createUpstreamPause(options: UpstreamPauseOptions): UpstreamPaus
         // Kept past `until` by one probe's time: its presence then means "probe first".
         await redis.client.set(keyOf(company), String(until), 'PX', ms + options.probeMs);
         await redis.client.del(`${keyOf(company)}:probe`);
-      } catch {
-        redis.health.failed(keyOf(company));
+      } catch (error) {
+        redis.health.failed(keyOf(company), error);
       }
     },
     async resume(company) {
@@ -90,8 +90,8 @@ export function createUpstreamPause(options: UpstreamPauseOptions): UpstreamPaus
       if (redis === undefined || !redis.health.usable(keyOf(company))) return;
       try {
         await redis.client.del(keyOf(company), `${keyOf(company)}:probe`);
-      } catch {
-        redis.health.failed(keyOf(company));
+      } catch (error) {
+        redis.health.failed(keyOf(company), error);
       }
     },
   };

@@ -31,6 +31,14 @@ interface TimedCommand {
 
 let lagTolerant = false;
 
+/** The message of a command that timed out (ioredis's own, and ours below). */
+const COMMAND_TIMED_OUT = 'Command timed out';
+
+/** Whether a command failed because Redis did not answer within the command timeout. */
+export function isCommandTimeout(error: unknown): boolean {
+  return error instanceof Error && error.message === COMMAND_TIMED_OUT;
+}
+
 export function installLagTolerantCommandTimeouts(): void {
   if (lagTolerant) return;
   lagTolerant = true;
@@ -40,7 +48,7 @@ export function installLagTolerantCommandTimeouts(): void {
     // ioredis clears `_commandTimeoutTimer` when the command resolves, as with its own timer.
     this._commandTimeoutTimer = setTimeout(() => {
       setImmediate(() => {
-        if (!this.isResolved) this.reject(new Error('Command timed out'));
+        if (!this.isResolved) this.reject(new Error(COMMAND_TIMED_OUT));
       });
     }, ms);
   };
@@ -190,6 +198,16 @@ const EVERY_NODE = '*';
  * that serves that key is skipped for `suspendMs`, so that a hung or failed node costs one request
  * the timeout, not every request. Per node, not per client: with a Redis Cluster, one master
  * failing over leaves the keys of the other masters served and stored.
+ *
+ * A timeout does not tell a hung node from one that was late once (its process not scheduled for
+ * a moment on a busy host, the client's own pause): after a timeout the node is asked `PING`, with
+ * the same command timeout, again after each one that times out, while it is skipped; a `PING`
+ * answered in time ends the skip at once. A hung node answers none (each times out, no request
+ * waits on them); a node that was late is used again as soon as it answers. Without this, one late
+ * reply from a healthy master skipped it for the whole `suspendMs` on the replica that saw it: the
+ * L1 copies of its keys could not be read again (l1.ts) and ran out, and every one of them was
+ * fetched from the upstream meanwhile (test/system/cluster-failover.test.ts, on a busy host).
+ * Any other error (a closed connection, an error reply) is no sign of a late node: no probe.
  */
 export class RedisHealth {
   readonly #client: RedisClient;
@@ -198,6 +216,8 @@ export class RedisHealth {
   readonly #onFailure: (() => void) | undefined;
   /** Node (`host:port`, or EVERY_NODE) → suspended until, ms. */
   readonly #suspended = new Map<string, number>();
+  /** Nodes being asked `PING` after a timeout. */
+  readonly #probing = new Set<string>();
   #failures = 0;
   #refreshedAt = 0;
 
@@ -230,11 +250,16 @@ export class RedisHealth {
     return key === undefined || !this.#suspendedNow(this.#nodeOf(key));
   }
 
-  /** A command on `key` failed (or, without a key, the connection): its node is skipped a moment. */
-  failed(key?: string): void {
+  /**
+   * A command on `key` failed with `error` (or, without a key, the connection): its node is
+   * skipped a moment; after a timeout, until it answers a `PING` in time.
+   */
+  failed(key?: string, error?: unknown): void {
     this.#failures += 1;
     const at = this.#now();
-    this.#suspended.set(key === undefined ? EVERY_NODE : this.#nodeOf(key), at + this.#suspendMs);
+    const node = key === undefined ? EVERY_NODE : this.#nodeOf(key);
+    this.#suspended.set(node, at + this.#suspendMs);
+    if (node !== EVERY_NODE && isCommandTimeout(error)) this.#probe(node);
     // A failed master's slots move to the replica that takes over: ask the cluster where they are
     // now (at most every 250 ms), rather than wait for the next periodic refresh.
     if (this.#client instanceof Cluster && at - this.#refreshedAt >= 250) {
@@ -242,6 +267,35 @@ export class RedisHealth {
       this.#client.refreshSlotsCache();
     }
     this.#onFailure?.();
+  }
+
+  /** The connection that serves `node`: the client itself, or the cluster's connection to it. */
+  #connectionTo(node: string): Redis | undefined {
+    if (!(this.#client instanceof Cluster)) return this.#client;
+    return this.#client
+      .nodes('all')
+      .find((redis) => `${redis.options.host ?? ''}:${String(redis.options.port ?? '')}` === node);
+  }
+
+  /** Asks `node` PING until one is answered in time (the skip ends) or it is no longer skipped. */
+  #probe(node: string): void {
+    if (this.#probing.has(node)) return;
+    const connection = this.#connectionTo(node);
+    if (connection === undefined) return;
+    this.#probing.add(node);
+    const ask = (): void => {
+      connection.ping().then(
+        () => {
+          this.#probing.delete(node);
+          this.#suspended.delete(node);
+        },
+        (error: unknown) => {
+          if (isCommandTimeout(error) && this.#suspendedNow(node)) ask();
+          else this.#probing.delete(node);
+        },
+      );
+    };
+    ask();
   }
 
   get failures(): number {

@@ -4,10 +4,8 @@
  */
 import { API_PREFIX, type ResourceDef } from '../catalog/resources.js';
 import type { ProxyError } from '../errors/proxy-error.js';
-import { InvalidBearerRequestError, InvalidRequestError, NotFoundError } from '../errors/proxy-error.js';
-import { type RawParam, canonicaliseListQuery, checkRecordQuery, hasAccessTokenParam, parseRawQuery } from './query.js';
-import { type Route, resolveRoute } from './route.js';
-import { classifyTarget } from './target.js';
+import { type RawParam, canonicaliseListQuery, checkRecordQuery } from './query.js';
+import type { Route } from './route.js';
 
 export interface CanonicalRead {
   readonly resource: ResourceDef;
@@ -45,20 +43,4 @@ export function buildCanonicalRead(
     query: query.text,
     upstreamTarget: `${API_PREFIX}/${route.resource.name}?${query.text}`,
   };
-}
-
-/**
- * The whole canonicalisation of a GET target in one call, for tests and tools. The data plane runs
- * the same stages one by one, because authentication and authorisation sit between them (docs/architecture.md#the-request-flow).
- */
-export function canonicaliseTarget(url: string): CanonicalRead | ProxyError {
-  const target = classifyTarget(url);
-  if (target.kind === 'invalid') return new InvalidRequestError('The request target must be a path.');
-  if (target.kind === 'other') return new NotFoundError();
-  const params = parseRawQuery(target.rawQuery);
-  if (hasAccessTokenParam(params))
-    return new InvalidBearerRequestError('Tokens are accepted only in the Authorization header.');
-  const route = resolveRoute(target.path);
-  if (route.kind === 'unknown' || route.kind === 'malformed') return new NotFoundError();
-  return buildCanonicalRead(route, params);
 }

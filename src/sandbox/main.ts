@@ -11,7 +11,7 @@ import { messageOf } from '../errors/proxy-error.js';
 import { parseArgs } from 'node:util';
 import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from '../cli/command-line.js';
 import { ConfigError, loadEnv } from '../config/load.js';
-import { DEV_SECRET, mintDevToken } from '../dev/dev-credentials.js';
+import { DEV_SECRET, mintDevToken } from '../cli/dev-credentials.js';
 import type { SandboxKeys } from './credentials.js';
 import { createSandbox } from './server.js';
 import { ALL_VALIDATORS, type ValidatorSettings, validatorsFromText } from './validators.js';

@@ -7,10 +7,10 @@ import { createProxyApp, type ProxyApp } from '../../src/app.js';
 import type { KeySourceOptions } from '../../src/auth/key-source.js';
 import { mergeOver, validateFileConfig } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG, type FileConfig } from '../../src/config/schema.js';
-import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { Tracing } from '../../src/observability/tracing.js';
-import { canonicaliseTarget } from '../../src/request/canonical-read.js';
+import { canonicaliseTarget } from './canonicalise.js';
 import { type Sandbox, type SandboxOptions, createSandbox } from '../../src/sandbox/server.js';
 
 export const DEV_KEYS: KeySourceOptions = { kind: 'secret', secret: DEV_SECRET };

@@ -4,7 +4,7 @@
  * In the test process, its clock would share an event loop with the load generator, and a request
  * stamped late there would look like a burst the proxy never sent.
  */
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../support/free-port.js';
 import type { SandboxStats } from '../../src/sandbox/server.js';
 import { send } from './http.js';
 import { type RunningProcess, runNode } from './process.js';

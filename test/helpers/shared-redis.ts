@@ -3,7 +3,7 @@
  * 3 masters and 3 replicas: the suites that are about sharing run against both (issue 8).
  */
 import { Cluster, Redis } from 'ioredis';
-import { type RedisCluster, startRedisCluster } from '../../src/dev/redis-cluster.js';
+import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 import { type RedisServer, startRedis } from './redis.js';
 
 export type RedisTopology = 'single' | 'cluster';

@@ -5,7 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../support/free-port.js';
 import { REJOIN_MS, createUpstreamBudget } from '../../src/limits/upstream-budget.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 

@@ -14,7 +14,7 @@ import { type JWK, type JWTPayload, SignJWT, exportJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KeySourceOptions, KeySourceError, createVerificationKey } from '../../src/auth/key-source.js';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
-import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { startStack } from '../helpers/env.js';
 import { type RawResponse, getWithToken } from '../helpers/http.js';
 

@@ -12,7 +12,7 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import { type ProxyHandle, startProxy } from '../helpers/env.js';
 import { type RawResponse, getWithToken, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../support/free-port.js';
 
 interface Received {
   readonly method: string;

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { type JWTPayload, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../../src/sandbox/dataset.js';
 import { API_PREFIX, SEED_RESOURCES } from '../../src/sandbox/resources.js';
 import { startProxy, startSandbox, NO_CACHE } from '../helpers/env.js';

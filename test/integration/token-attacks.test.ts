@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySourceOptions } from '../../src/auth/key-source.js';
 import type { OperatorControl } from '../../src/control/operator-control.js';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
-import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { startStack } from '../helpers/env.js';
 import { type RawResponse, type SendOptions, getWithToken, send } from '../helpers/http.js';
 import { b64url, token } from '../helpers/tokens.js';

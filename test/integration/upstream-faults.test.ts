@@ -13,7 +13,7 @@ import type { Faults } from '../../src/sandbox/faults.js';
 import { type ProxyHandle, startProxy, startStack, NO_CACHE } from '../helpers/env.js';
 import { type RawResponse, getWithToken } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { freePort } from '../../src/dev/free-port.js';
+import { freePort } from '../support/free-port.js';
 
 const LIST = `${API_PREFIX}/receipts?per_page=3`;
 

@@ -21,7 +21,7 @@ import {
   startReplicas,
   until,
 } from '../helpers/replicas.js';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { token } from '../helpers/tokens.js';
 
 const ADMIN = 'an admin token for the tests';

@@ -2,7 +2,7 @@
  * The bench's load generators and its nginx anchor, for real, in one-second runs: wrk (Debian's;
  * `.ci/run` installs it) sends each request with its own headers and counts answers, statuses and
  * bytes on the wire; autocannon (the fallback) and the paced open-loop generator, each in its own
- * worker process, do the same; nginx with config/nginx-cache.conf answers every page from its
+ * worker process, do the same; nginx with bench/nginx-cache.conf answers every page from its
  * cache once warmed, so its origin sees nothing during a measured round, and its worker's CPU is
  * what the round reads. Figures are checked for what they count, never for speed.
  */

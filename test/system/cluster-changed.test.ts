@@ -14,9 +14,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
-import { freePorts } from '../../src/dev/free-port.js';
-import { type ClusterNode, type RedisCluster, startRedisCluster } from '../../src/dev/redis-cluster.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
+import { freePorts } from '../support/free-port.js';
+import { type ClusterNode, type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';

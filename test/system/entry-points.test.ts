@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTokenVerifier } from '../../src/auth/verify-token.js';
 import { ALL_PERMISSIONS } from '../../src/catalog/resources.js';
 import { ENV_VARIABLES } from '../../src/config/load.js';
-import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type RunningProcess, runNode } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';

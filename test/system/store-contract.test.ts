@@ -12,10 +12,10 @@ import { RedisHealth, createRedisClient, type RedisClient } from '../../src/plat
 import { createRedisStore } from '../../src/cache/redis-store.js';
 import { type CacheStore, isCurrent } from '../../src/cache/store.js';
 import type { Principal } from '../../src/auth/principal.js';
-import { canonicaliseTarget } from '../../src/request/canonical-read.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { type RedisServer, clientReady, startRedis } from '../helpers/redis.js';
-import { type RedisCluster, startRedisCluster } from '../../src/dev/redis-cluster.js';
+import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 
 function principal(company: string): Principal {
   return {
@@ -237,15 +237,19 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
   });
 }
 
-/** The memory store's clock: the wall clock, moved on by the tests instead of waiting. */
-let skipped = 0;
-const clock = (): number => Date.now() + skipped;
+/**
+ * The memory store's clock: the real one, moved ahead by `advance`. Entries are made on the real
+ * clock; a clock frozen when this file loaded fell behind them whenever the suite started late (a
+ * busy host), and an entry then outlived its keepUntil.
+ */
+let ahead = 0;
+const clock = (): number => Date.now() + ahead;
 contract('memory', () =>
   Promise.resolve({
     store: createMemoryStore({ maxBytes: 1_048_576, now: clock }),
     now: clock,
     advance: (ms) => {
-      skipped += ms;
+      ahead += ms;
       return Promise.resolve();
     },
   }),

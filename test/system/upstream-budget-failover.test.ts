@@ -10,8 +10,8 @@
  * they share it again: every replica back on the shared ledger, the upstream serving again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
-import type { RedisCluster } from '../../src/dev/redis-cluster.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
+import type { RedisCluster } from '../support/redis-cluster.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
 import { closedLoop } from '../helpers/load.js';

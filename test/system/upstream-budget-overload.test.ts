@@ -11,7 +11,7 @@
  * once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure, scaleSeconds } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';

@@ -12,7 +12,7 @@
  *   more); and within them again once Redis is back, empty.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintDevToken } from '../../src/dev/dev-credentials.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
 import { type LoadResult, closedLoop } from '../helpers/load.js';

@@ -6,36 +6,14 @@
  *   circle exists between files;
  * - the sandbox system of record implements the seed's rules on its own: nothing in `src/sandbox/`
  *   imports the proxy's rule modules, and the server the tests judge the proxy against does not
- *   reach them even through another module (docs/architecture.md#the-system-of-record-stands-apart);
- * - every `src/…` path and `docs/…` file or anchor that the README, the docs, the comments of
- *   src/, bench/, scripts/ and test/, and the config and deployment files name exists, and so does
- *   every file and anchor the README and the docs link to.
+ *   reach them even through another module (docs/architecture.md#the-system-of-record-stands-apart).
+ * That the paths and anchors the docs and the code name exist: test/docs/citations.test.ts.
  */
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join, normalize, relative } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-
-function filesUnder(dir: string, suffix: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) out.push(...filesUnder(path, suffix));
-    else if (name.endsWith(suffix)) out.push(path);
-  }
-  return out;
-}
+import { filesUnder, importsOf } from '../helpers/files.js';
 
 const SOURCES = filesUnder('src', '.ts');
-/** The other code and the deployment files, whose comments cite the docs too. */
-const OTHER_CODE = [
-  ...['bench', 'scripts', 'test'].flatMap((dir) => filesUnder(dir, '.ts')),
-  ...['config', 'deploy'].flatMap((dir) => filesUnder(dir, '')),
-  'Dockerfile',
-  'docker-compose.yml',
-  '.ci/run',
-];
-const README = readFileSync('README.md', 'utf8');
-const DOCS = filesUnder('docs', '.md');
 /** Where the code-layout table is, between `<!-- layout:start -->` and `<!-- layout:end -->`. */
 const LAYOUT_DOC = 'docs/development.md';
 
@@ -62,14 +40,6 @@ function layoutRows(): Array<{ readonly units: string[]; readonly layer: string 
 function unitOf(file: string): string {
   const parts = file.split('/');
   return parts.length === 2 ? file : `src/${parts[1] ?? ''}`;
-}
-
-/** The relative imports of a source file, as file paths. */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  return [...text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)].map((m) =>
-    normalize(join(dirname(file), (m[1] ?? '').replace(/\.js$/, '.ts'))),
-  );
 }
 
 describe('the layers', () => {
@@ -169,78 +139,5 @@ describe('the sandbox system of record stands apart from the proxy', () => {
       ]),
     );
     expect(paths).toEqual([]);
-  });
-});
-
-/** GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens. */
-function slug(heading: string): string {
-  return heading
-    .trim()
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}\s-]/gu, '')
-    .replace(/\s/g, '-');
-}
-
-function anchorsOf(markdown: string): Set<string> {
-  const anchors = new Set<string>();
-  for (const match of markdown.matchAll(/^#{1,6}\s+(.+)$/gm)) anchors.add(slug(match[1] ?? ''));
-  for (const match of markdown.matchAll(/<a id="([^"]+)"><\/a>/g)) anchors.add(match[1] ?? '');
-  return anchors;
-}
-
-describe('the paths and anchors the README, the docs and the code name', () => {
-  const texts = [
-    { file: 'README.md', text: README },
-    ...DOCS.map((file) => ({ file, text: readFileSync(file, 'utf8') })),
-    ...[...SOURCES, ...OTHER_CODE].map((file) => ({ file, text: readFileSync(file, 'utf8') })),
-  ];
-
-  it('every src/… path exists', () => {
-    const missing: string[] = [];
-    for (const { file, text } of texts) {
-      for (const match of text.matchAll(/(?<![\w./-])src\/[A-Za-z0-9_./-]*[A-Za-z0-9_/]/g)) {
-        const path = match[0];
-        if (!existsSync(path)) missing.push(`${file}: ${path}`);
-      }
-    }
-    expect(missing).toEqual([]);
-  });
-
-  it('every docs/… file and anchor exists', () => {
-    const missing: string[] = [];
-    for (const { file, text } of texts) {
-      for (const match of text.matchAll(/(?<![\w./-])docs\/([A-Za-z0-9_.-]+\.[a-z]+)(?:#([A-Za-z0-9_-]+))?/g)) {
-        const target = `docs/${match[1] ?? ''}`;
-        if (!existsSync(target)) {
-          missing.push(`${file}: ${target}`);
-          continue;
-        }
-        const anchor = match[2];
-        if (anchor !== undefined && !anchorsOf(readFileSync(target, 'utf8')).has(anchor))
-          missing.push(`${file}: ${target}#${anchor}`);
-      }
-    }
-    expect(missing).toEqual([]);
-  });
-
-  it('every link of the README and the docs has its file and its anchor', () => {
-    const missing: string[] = [];
-    for (const file of ['README.md', ...DOCS]) {
-      const text = readFileSync(file, 'utf8');
-      const anchors = anchorsOf(text);
-      for (const match of text.matchAll(/\]\(#([^)]+)\)/g))
-        if (!anchors.has(match[1] ?? '')) missing.push(`${file}: #${match[1] ?? ''}`);
-      // Relative links, resolved from the linking file as a Markdown viewer does; an anchor into
-      // another Markdown file must be one of its headings or `<a id>`s.
-      for (const match of text.matchAll(/\]\(((?:\.\.\/)*[A-Za-z0-9_./-]+)(?:#([^)]*))?\)/g)) {
-        const target = normalize(join(dirname(file), match[1] ?? ''));
-        const anchor = match[2];
-        if (/^[a-z]+:/.test(match[1] ?? '')) continue;
-        if (!existsSync(target)) missing.push(`${file}: ${relative('.', target)}`);
-        else if (anchor !== undefined && target.endsWith('.md') && !anchorsOf(readFileSync(target, 'utf8')).has(anchor))
-          missing.push(`${file}: ${relative('.', target)}#${anchor}`);
-      }
-    }
-    expect(missing).toEqual([]);
   });
 });

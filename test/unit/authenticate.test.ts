@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { AccessLists } from '../../src/auth/access-lists.js';
 import { type Authenticated, createAuthenticator } from '../../src/auth/authenticate.js';
 import { createTokenVerifier, tokenDigest } from '../../src/auth/verify-token.js';
-import { DEV_SECRET, mintDevToken } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET, mintDevToken } from '../../src/cli/dev-credentials.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 
 /** The principal the cached path gave, or `undefined` when it gave none or refused. */

@@ -215,7 +215,7 @@ describe('a load worker’s result line', () => {
   });
 });
 
-describe('config/nginx-cache.conf', () => {
+describe('bench/nginx-cache.conf', () => {
   it('is filled in completely, and an unknown placeholder is refused', () => {
     const config = renderNginxConfig(readFileSync(NGINX_TEMPLATE, 'utf8'), {
       dir: '/tmp/run',

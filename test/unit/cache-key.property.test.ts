@@ -10,7 +10,8 @@ import { cacheAddress, generationKey } from '../../src/cache/cache-key.js';
 import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
 import { PARTITIONS, type Partition } from '../../src/cache/policy.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { type CanonicalRead, canonicaliseTarget } from '../../src/request/canonical-read.js';
+import type { CanonicalRead } from '../../src/request/canonical-read.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 
 const SEED = 424242;
 

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { GRAMMAR_CHECKS, PER_PAGE_DEFAULT, isCursor, isPerPage } from '../../src/catalog/grammar.js';
 import { API_PREFIX, RESOURCES, type ResourceDef } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { canonicaliseTarget } from '../../src/request/canonical-read.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 
 const SEED = 20261122;
 const RUNS = { seed: SEED, numRuns: 400 };

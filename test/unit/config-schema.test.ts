@@ -9,7 +9,7 @@ import { dirname, resolve } from 'node:path';
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../../src/docs/config-schema.js';
+import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../../src/reference/config-schema.js';
 import { ConfigError, parseConfigText } from '../../src/config/load.js';
 
 const schema = JSON.parse(readFileSync(CONFIG_SCHEMA_FILE, 'utf8')) as Record<string, unknown>;

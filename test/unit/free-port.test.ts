@@ -1,7 +1,7 @@
 /** Ports a process needs together are distinct (a replica once got PORT = ADMIN_PORT). */
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { freePorts } from '../../src/dev/free-port.js';
+import { freePorts } from '../support/free-port.js';
 
 describe('freePorts', () => {
   it('gives distinct ports, each one free to listen on', async () => {

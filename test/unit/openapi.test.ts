@@ -17,7 +17,7 @@ import {
   buildOpenApiDocument,
   positiveDecimalUpTo,
   renderOpenApi,
-} from '../../src/docs/openapi.js';
+} from '../../src/reference/openapi.js';
 import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
 import { ERROR_CODES, ERROR_REGISTRY } from '../../src/errors/registry.js';
 

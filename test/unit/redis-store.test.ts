@@ -10,7 +10,7 @@ import { decodeEntry, strongEtag } from '../../src/cache/entry.js';
 import { RedisHealth, type RedisClient } from '../../src/platform/redis.js';
 import { createRedisStore } from '../../src/cache/redis-store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { canonicaliseTarget } from '../../src/request/canonical-read.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 
 const P: Principal = {
   company: '3',

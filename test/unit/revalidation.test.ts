@@ -19,7 +19,7 @@ import { type ReadService, createReadService } from '../../src/cache/read-servic
 import type { CacheStore, FreshenResult } from '../../src/cache/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { RevalidationResult } from '../../src/observability/metrics.js';
-import { canonicaliseTarget } from '../../src/request/canonical-read.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import type { UpstreamAnswer, UpstreamClient, UpstreamRequest } from '../../src/upstream/client.js';
 import { createUpstreamOrigin } from '../../src/upstream/fetch-read.js';
 import { configWith } from '../helpers/env.js';

@@ -10,7 +10,7 @@ import { UnauthenticatedError } from '../../src/errors/proxy-error.js';
 import { DEV_KEYS } from '../helpers/env.js';
 import { token } from '../helpers/tokens.js';
 import { SignJWT } from 'jose';
-import { DEV_SECRET } from '../../src/dev/dev-credentials.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 
 function principal(expiresAt: number, company = '1'): Principal {
   return {

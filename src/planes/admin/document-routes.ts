@@ -3,7 +3,7 @@
  * (docs/operations.md#metrics) and the client surface's OpenAPI description (docs/clients.md).
  */
 import type { IRouter, Request, Response } from 'express';
-import { renderOpenApi } from '../../docs/openapi.js';
+import { renderOpenApi } from '../../reference/openapi.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../../observability/metrics.js';
 
 export function documentRoutes(router: IRouter, metrics: Pick<Metrics, 'render'>): void {

@@ -4,7 +4,7 @@
  * near misses), with the alerts the operators need; the Grafana dashboard is well formed (unique
  * ids, a 24-column grid without overlaps, every query on the chosen Prometheus data source) and
  * every query in both is PromQL. That the metric names exist is checked against a running proxy
- * (test/integration/observability.test.ts).
+ * (test/deployment/observability-metrics.test.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -135,7 +135,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('balances over every replica, on the port the proxy listens on, and the load generator reads every replica’s metrics', () => {
-    const nginx = readFileSync('config/nginx-lb.conf', 'utf8');
+    const nginx = readFileSync('deploy/compose/nginx-lb.conf', 'utf8');
     const upstreams = [...nginx.matchAll(/^\s*server (\S+):(\d+);/gm)].map((m) => `${m[1] ?? ''}:${m[2] ?? ''}`);
     expect(upstreams).toEqual(proxies.map((name) => `${name}:8080`));
     expect(services.loadgen?.environment?.ADMIN_URLS).toBe(proxies.map((name) => `http://${name}:9090`).join(','));

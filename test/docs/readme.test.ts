@@ -6,7 +6,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GENERATED_TABLES, renderTables } from '../../src/docs/doc-tables.js';
+import { GENERATED_TABLES, renderTables } from '../../src/reference/doc-tables.js';
 
 describe('the generated tables', () => {
   it('are where a reader looks for them', () => {
