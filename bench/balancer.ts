@@ -7,7 +7,7 @@
  * As a process: `node dist-bench/bench/balancer.js`, with LB_PORT, LB_HOST (127.0.0.1) and
  * LB_BACKENDS (`host:port,…`); it prints `balancer listening on <port>`.
  */
-import { type Server, type Socket, connect, createServer } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 export interface Backend {

@@ -40,32 +40,32 @@ import type { Principal } from '../src/auth/principal.js';
 import { createTokenVerifier, tokenDigest } from '../src/auth/verify-token.js';
 import { cacheAddress } from '../src/cache/cache-key.js';
 import { LOCAL_COORDINATOR } from '../src/cache/coordinator.js';
-import { type CacheEntry, brotliBody, decodeEntry, encodeEntry, strongEtag } from '../src/cache/entry.js';
+import { brotliBody, type CacheEntry, decodeEntry, encodeEntry, strongEtag } from '../src/cache/entry.js';
 import { L1Cache } from '../src/cache/l1.js';
 import { CachePolicies } from '../src/cache/policy.js';
-import { type ReadService, createReadService } from '../src/cache/read-service.js';
-import type { CacheStore } from '../src/cache/store.js';
+import { createReadService, type ReadService } from '../src/cache/read-service.js';
 import { createRedisStore } from '../src/cache/redis-store.js';
+import type { CacheStore } from '../src/cache/store.js';
 import { API_PREFIX } from '../src/catalog/resources.js';
+import { DEV_SECRET, mintDevToken } from '../src/cli/dev-credentials.js';
 import { BUILT_IN_CONFIG } from '../src/config/schema.js';
 import { createOperatorControl } from '../src/control/operator-control.js';
-import { DEV_SECRET, mintDevToken } from '../src/cli/dev-credentials.js';
-import { type InboundLimiter, createInboundLimiter } from '../src/limits/inbound.js';
+import { createInboundLimiter, type InboundLimiter } from '../src/limits/inbound.js';
 import type { RatePolicy } from '../src/limits/limit-verdict.js';
+import { createLogger, createRequestLog, type RequestLog, type RequestLogFields } from '../src/observability/logger.js';
 import { createMetrics } from '../src/observability/metrics.js';
-import { type RequestLog, type RequestLogFields, createLogger, createRequestLog } from '../src/observability/logger.js';
-import { type DataPlaneOptions, createDataPlane, openExchange } from '../src/planes/data/data-plane.js';
+import { createDataPlane, type DataPlaneOptions, openExchange } from '../src/planes/data/data-plane.js';
 import type { Exchange } from '../src/planes/data/exchange.js';
 import {
-  type DataPlaneParts,
-  REQUEST_FLOW,
-  type Step,
   applyInboundLimits,
   authenticate,
+  type DataPlaneParts,
+  REQUEST_FLOW,
   readThroughCache,
   respondWithRead,
+  type Step,
 } from '../src/planes/data/steps.js';
-import { RedisHealth, createRedisClient } from '../src/platform/redis.js';
+import { createRedisClient, RedisHealth } from '../src/platform/redis.js';
 import type { CanonicalRead } from '../src/request/canonical-read.js';
 import { createCanonicalMemo } from '../src/request/memo.js';
 import { generateDataset } from '../src/sandbox/dataset.js';

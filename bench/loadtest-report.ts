@@ -4,12 +4,12 @@
  * percentiles, throughput, hit ratio and upstream calls over time, and the statuses. Also the
  * Markdown lines docs/load-test.md takes verbatim.
  */
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fmt, fmtInt, markdownTable } from './lib/format.js';
+import type { RedisMode } from './lib/services.js';
 import { type Bar, barChart, escapeHtml, lineChart } from './lib/svg-chart.js';
 import type { LoadtestResult } from './loadgen.js';
-import type { RedisMode } from './lib/services.js';
 
 export interface LoadtestTopology {
   readonly redis: { readonly mode: RedisMode; readonly description: string; readonly nodes: readonly string[] };

@@ -21,7 +21,7 @@
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { envChoice, envInt, envText } from './lib/env.js';
-import { LOAD_TEST_DOC, docsBlock, runStamp, say } from './lib/format.js';
+import { docsBlock, LOAD_TEST_DOC, runStamp, say } from './lib/format.js';
 import { launch, runProgram } from './lib/processes.js';
 import {
   type RedisTopology,
@@ -31,8 +31,8 @@ import {
   startRedisServer,
   startSandbox,
 } from './lib/services.js';
-import { type LoadtestReport, loadtestMarkdown, writeLoadtestReport } from './loadtest-report.js';
 import { formatReport, runLoad } from './loadgen.js';
+import { type LoadtestReport, loadtestMarkdown, writeLoadtestReport } from './loadtest-report.js';
 
 /** The key the replicas verify with and the load generator signs with (as in docker-compose.yml). */
 export const LOADTEST_SECRET = 'loadtest-secret-of-at-least-thirty-two-bytes';

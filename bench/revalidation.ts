@@ -15,7 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import { envInt, envText } from './lib/env.js';
 import { fmt, fmtInt, say, textTable } from './lib/format.js';
-import { CLIENT_CPU, SERVER_CPU, canPin, runProgram, scratchDir, stop } from './lib/processes.js';
+import { CLIENT_CPU, canPin, runProgram, SERVER_CPU, scratchDir, stop } from './lib/processes.js';
 import { requireBuild, startRedisServer } from './lib/services.js';
 import {
   MAX_PAGES,

@@ -36,40 +36,40 @@ import { join, resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../src/catalog/resources.js';
 import { mintDevToken } from '../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
+import { breakdownResult } from './hit-breakdown.js';
 import { envInt, envText } from './lib/env.js';
 import { BENCHMARKS_DOC, docsBlock, fmt, fmtInt, runStamp, say } from './lib/format.js';
 import { sandboxStats } from './lib/http.js';
 import { closedLoopGenerator } from './lib/load/generators.js';
 import { findNginx, startNginxCache, warmNginx } from './lib/nginx.js';
-import { CLIENT_CPU, SERVER_CPU, canPin, pin, runProgram, scratchDir, stop } from './lib/processes.js';
+import { CLIENT_CPU, canPin, pin, runProgram, SERVER_CPU, scratchDir, stop } from './lib/processes.js';
 import type { MeasuredServer } from './lib/rounds.js';
-import { tailProbe } from './lib/tail-probe.js';
 import {
-  type ProxyProcess,
   baselineServed,
   expectBytes,
+  type ProxyProcess,
   requireBuild,
   startBaseline,
   startProxy,
   startRedisServer,
   startSandbox,
 } from './lib/services.js';
-import { breakdownResult } from './hit-breakdown.js';
+import { tailProbe } from './lib/tail-probe.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
 import { runHalfLoad } from './phases/half-load.js';
+import { type HitTarget, runHitPhase, type ServerName } from './phases/hits.js';
 import {
-  TARGET_BATCH_RATIO,
-  TARGET_RSS_MB,
   manyCredentialsSettings,
   runManyCredentials,
+  TARGET_BATCH_RATIO,
+  TARGET_RSS_MB,
 } from './phases/many-credentials.js';
-import { type HitTarget, type ServerName, runHitPhase } from './phases/hits.js';
-import { ONE_POINT, TARGET_US_PER_429, runRateLimited } from './phases/rate-limited.js';
-import { TARGET_STORED_RATIO, runStoredBytes } from './phases/stored-bytes.js';
+import { ONE_POINT, runRateLimited, TARGET_US_PER_429 } from './phases/rate-limited.js';
+import { runStoredBytes, TARGET_STORED_RATIO } from './phases/stored-bytes.js';
 import { brBodies, warmPages } from './phases/warm.js';
-import { BUSY_SERVER_CPU_PCT, type TargetFigures, benchMarkdown, verdicts } from './report.js';
+import { BUSY_SERVER_CPU_PCT, benchMarkdown, type TargetFigures, verdicts } from './report.js';
 
 /**
  * What the hit rounds measure, one line per target: a server and the headers its requests carry

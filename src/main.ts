@@ -5,16 +5,16 @@
  */
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
+import { createProxyApp, type ProxyApp } from './app.js';
 import type { KeySourceOptions } from './auth/key-source.js';
-import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from './cli/command-line.js';
+import { type Command, parseCommandLine, STANDARD_OPTIONS, USAGE_EXIT_CODE } from './cli/command-line.js';
+import { DEV_SECRET, mintDevToken } from './cli/dev-credentials.js';
 import { bannerLines, startFacts } from './cli/start-banner.js';
 import { type Config, ConfigError, DEFAULT_CONFIG_FILE, loadConfig, shutdownPlan } from './config/load.js';
-import { type ProxyApp, createProxyApp } from './app.js';
-import { DEV_SECRET, mintDevToken } from './cli/dev-credentials.js';
 import { messageOf } from './errors/proxy-error.js';
 import { createLogger, errorFields } from './observability/logger.js';
-import { type TracingRuntime, startTracing } from './observability/tracing-sdk.js';
-import { type Sandbox, createSandbox } from './sandbox/server.js';
+import { startTracing, type TracingRuntime } from './observability/tracing-sdk.js';
+import { createSandbox, type Sandbox } from './sandbox/server.js';
 
 const KEY_VARIABLES = 'JWT_JWKS_URL, JWT_PUBLIC_KEY, JWT_PUBLIC_KEY_FILE or JWT_SECRET';
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { freePort } from '../../test/support/free-port.js';
 import { childPids, commandLine } from './cpu.js';
 import { get } from './http.js';
-import { type Launched, ROOT, commandPath, launch } from './processes.js';
+import { commandPath, type Launched, launch, ROOT } from './processes.js';
 
 export const NGINX_TEMPLATE = join(ROOT, 'bench', 'nginx-cache.conf');
 

@@ -5,8 +5,8 @@
  * touch all of them alike), and medians over rounds.
  */
 import { cpuUsOf } from './cpu.js';
-import { median } from './stats.js';
 import type { LoadResult, LoadSpec } from './load/types.js';
+import { median } from './stats.js';
 import type { TailFigures, TailProbe } from './tail-probe.js';
 
 /** A server under measurement: where to send load, and whose CPU counts. */

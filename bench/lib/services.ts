@@ -6,10 +6,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, freePorts } from '../../test/support/free-port.js';
-import { SERVED_PATH } from '../baseline-server.js';
 import { startRedisCluster } from '../../test/support/redis-cluster.js';
+import { SERVED_PATH } from '../baseline-server.js';
 import { get, waitReady } from './http.js';
-import { type Launched, ROOT, commandPath, launch, onCleanup } from './processes.js';
+import { commandPath, type Launched, launch, onCleanup, ROOT } from './processes.js';
 
 const PATH = process.env.PATH ?? '';
 

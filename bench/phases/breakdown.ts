@@ -5,7 +5,7 @@
  */
 import { type BreakdownReport, formatBreakdown, runHitBreakdown } from '../hit-breakdown.js';
 import { fmt, say } from '../lib/format.js';
-import { CLIENT_CPU, SERVER_CPU, pin } from '../lib/processes.js';
+import { CLIENT_CPU, pin, SERVER_CPU } from '../lib/processes.js';
 import type { Page } from './context.js';
 
 /** How many of the costliest steps the summary line names. */

@@ -7,7 +7,7 @@
 import { fmt, fmtInt, say, textTable } from '../lib/format.js';
 import { runPacedLoad } from '../lib/load/generators.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';
-import { type Round, measureRound, rotation } from '../lib/rounds.js';
+import { measureRound, type Round, rotation } from '../lib/rounds.js';
 import { median } from '../lib/stats.js';
 import { describeTail } from '../lib/tail-probe.js';
 import { type BenchContext, requestsFor } from './context.js';

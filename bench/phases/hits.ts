@@ -9,11 +9,11 @@ import { fmt, fmtInt, say, spread, textTable } from '../lib/format.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';
 import {
   type MeasuredServer,
-  type Round,
-  type Summary,
   measureRound,
   pairRatios,
+  type Round,
   rotation,
+  type Summary,
   summarize,
 } from '../lib/rounds.js';
 import { median } from '../lib/stats.js';

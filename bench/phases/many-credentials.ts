@@ -19,7 +19,7 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import { cpuUsOf } from '../lib/cpu.js';
 import { envInt } from '../lib/env.js';
 import { fmt, fmtInt, say, textTable, verdict } from '../lib/format.js';
-import { CLIENT_CPU, SERVER_CPU, canPin, pin, runProgram, scratchDir, stop } from '../lib/processes.js';
+import { CLIENT_CPU, canPin, pin, runProgram, SERVER_CPU, scratchDir, stop } from '../lib/processes.js';
 import { requireBuild, startProxy, startSandbox } from '../lib/services.js';
 import { median } from '../lib/stats.js';
 

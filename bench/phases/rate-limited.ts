@@ -11,20 +11,20 @@ import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { fmt, fmtInt, say, spread, textTable, verdict } from '../lib/format.js';
 import { get } from '../lib/http.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';
+import { stop } from '../lib/processes.js';
 import {
   type MeasuredServer,
-  type Round,
-  type Summary,
   measureRound,
   pairRatios,
+  type Round,
   rotation,
+  type Summary,
   summarize,
 } from '../lib/rounds.js';
-import { median } from '../lib/stats.js';
 import type { ProxyProcess } from '../lib/services.js';
-import { stop } from '../lib/processes.js';
-import { describeRound } from './hits.js';
+import { median } from '../lib/stats.js';
 import type { BenchContext, Page } from './context.js';
+import { describeRound } from './hits.js';
 
 /** The phase's credential policy: one request an hour, spent before the rounds. */
 export const ONE_POINT = { points: 1, duration: 3600 } as const;

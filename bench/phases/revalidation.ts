@@ -9,14 +9,15 @@
  * may run another build's proxy instead (`mainJs`: one from before revalidation, which stores every
  * refresh whole), for the comparison.
  */
-import { Agent, request } from 'node:http';
+
 import { writeFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { brotliBody, encodeEntry, storedPrefix, strongEtag } from '../../src/cache/entry.js';
-import { API_PREFIX } from '../../src/sandbox/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
+import { API_PREFIX } from '../../src/sandbox/resources.js';
 import { processCpuUs } from '../lib/cpu.js';
 import { get, sandboxControl } from '../lib/http.js';
 import { stop } from '../lib/processes.js';

@@ -36,7 +36,7 @@ import { pino } from 'pino';
 import { DEV_SECRET, mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { RequestLog } from '../../src/observability/logger.js';
 import type { Tracing } from '../../src/observability/tracing.js';
-import { type TracesSampler, startTracing } from '../../src/observability/tracing-sdk.js';
+import { startTracing, type TracesSampler } from '../../src/observability/tracing-sdk.js';
 import type { DataPlane } from '../../src/planes/data/data-plane.js';
 import { generateDataset } from '../../src/sandbox/dataset.js';
 import { fmt, spread, textTable } from '../lib/format.js';

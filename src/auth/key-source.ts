@@ -4,8 +4,8 @@
  * and a combination that would allow algorithm confusion (`none`, HS* with a public key) stops the
  * start: the factory fails fast, naming the option (the jose pattern).
  */
-import { type JsonWebKey, type KeyObject, createPublicKey, createSecretKey } from 'node:crypto';
-import { type JWTVerifyGetKey, createRemoteJWKSet, errors as joseErrors } from 'jose';
+import { createPublicKey, createSecretKey, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createRemoteJWKSet, type JWTVerifyGetKey, errors as joseErrors } from 'jose';
 
 export type KeySourceOptions =
   | { readonly kind: 'secret'; readonly secret: string; readonly algorithms?: readonly string[] }

@@ -7,8 +7,8 @@
 import { hash } from 'node:crypto';
 import { type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
 import { UnauthenticatedError, type UnauthenticatedReason } from '../errors/proxy-error.js';
-import { type ClaimNames, ClaimError, DEFAULT_CLAIM_NAMES, principalFromClaims } from './claims.js';
-import { type KeySourceOptions, createVerificationKey } from './key-source.js';
+import { ClaimError, type ClaimNames, DEFAULT_CLAIM_NAMES, principalFromClaims } from './claims.js';
+import { createVerificationKey, type KeySourceOptions } from './key-source.js';
 import type { Principal } from './principal.js';
 import { VerifiedTokenCache } from './token-cache.js';
 

@@ -10,8 +10,8 @@ import type { L1Cache } from './l1.js';
 import type { ReadRequest } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import { refreshAheadAt, refreshWindowStart } from './refresh-ahead.js';
+import { isCurrent, type StoreLookup } from './store.js';
 import type { StoreReads } from './store-reads.js';
-import { type StoreLookup, isCurrent } from './store.js';
 
 export interface BackgroundRefresherOptions {
   /**

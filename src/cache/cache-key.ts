@@ -18,8 +18,8 @@
  */
 import type { Principal } from '../auth/principal.js';
 import type { ResourceName } from '../catalog/resources.js';
-import type { Partition } from './policy.js';
 import type { CanonicalRead } from '../request/canonical-read.js';
+import type { Partition } from './policy.js';
 
 export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
 

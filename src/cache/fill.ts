@@ -14,12 +14,12 @@ import type { Metrics } from '../observability/metrics.js';
 import { createTurnGate } from '../platform/turn-gate.js';
 import type { CacheAddress } from './cache-key.js';
 import type { FillCoordinator, LeaseOutcome } from './coordinator.js';
-import { type CacheEntry, brotliBody, strongEtag } from './entry.js';
+import { brotliBody, type CacheEntry, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest, Validators } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import { withPolicy } from './read-outcome.js';
-import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
+import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
 
 /**
  * What a refresh of a stored entry learnt (`slab_proxy_revalidations_total`): the upstream answered

@@ -4,9 +4,10 @@
  * entry is used only while its generation is the group's generation last seen in Redis (every
  * lookup refreshes that) or announced by a purge.
  */
+
+import { RecentMap } from '../platform/recent-map.js';
 import { type CacheEntry, entryBytes } from './entry.js';
 import { keyFraction } from './refresh-ahead.js';
-import { RecentMap } from '../platform/recent-map.js';
 
 export interface L1Options {
   readonly maxBytes: number;

@@ -5,7 +5,7 @@
 import { LRUCache } from 'lru-cache';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
 import { type CacheEntry, entryBytes, isFreshening, sameStoredEntry } from './entry.js';
-import { type CacheStore, type StoreFootprint, type StoreLookup, newGeneration } from './store.js';
+import { type CacheStore, newGeneration, type StoreFootprint, type StoreLookup } from './store.js';
 
 /** Bookkeeping bytes per entry beyond its body (key, header fields, LRU node). */
 const ENTRY_OVERHEAD = 256;

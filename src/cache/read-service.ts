@@ -31,10 +31,10 @@ import { FillTable, type Joined } from './fill-table.js';
 import type { L1Cache } from './l1.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
-import { type PurgeBus, createLocalPurgeBus } from './purge-bus.js';
-import { type ReadOutcome, fromAnswer, fromEntry, staleIfError, wholeSeconds, withPolicy } from './read-outcome.js';
+import { createLocalPurgeBus, type PurgeBus } from './purge-bus.js';
+import { fromAnswer, fromEntry, type ReadOutcome, staleIfError, wholeSeconds, withPolicy } from './read-outcome.js';
+import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
 import { StoreReads } from './store-reads.js';
-import { type CacheStore, type StoreLookup, isCurrent } from './store.js';
 
 export type { ReadRequest };
 

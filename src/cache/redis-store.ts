@@ -5,11 +5,11 @@
  * Every failure is a miss or a skipped write, never an error.
  */
 import { createHash } from 'node:crypto';
+import type { RedisClient, RedisHealth } from '../platform/redis.js';
 import type { CacheGroup } from './cache-key.js';
 import { generationKey } from './cache-key.js';
 import { decodeEntry, encodeEntry, freshening, isFreshening } from './entry.js';
-import type { RedisClient, RedisHealth } from '../platform/redis.js';
-import { type CacheStore, type FreshenResult, type StoreLookup, newGeneration } from './store.js';
+import { type CacheStore, type FreshenResult, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
 

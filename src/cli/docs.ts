@@ -6,9 +6,9 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../reference/config-schema.js';
 import { GENERATED_TABLES, renderTables } from '../reference/doc-tables.js';
 import { OPENAPI_FILE, renderOpenApi } from '../reference/openapi.js';
-import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../reference/config-schema.js';
 
 function refresh(file: string, render: (current: string) => string): void {
   let current = '';

@@ -9,14 +9,15 @@
  * the catalog knows (`--allow-unknown-permissions` mints others on purpose), and every claim checked
  * by the proxy's own claim reader before the token is printed.
  */
-import { messageOf } from '../errors/proxy-error.js';
+
 import { parseArgs } from 'node:util';
 import { decodeJwt } from 'jose';
 import { ClaimError, DEFAULT_CLAIM_NAMES, isTenantText, principalFromClaims } from '../auth/claims.js';
 import { isPositiveId } from '../catalog/grammar.js';
 import { ALL_PERMISSIONS } from '../catalog/resources.js';
+import { messageOf } from '../errors/proxy-error.js';
+import { type Command, exitWithUsage, parseCommandLine, STANDARD_OPTIONS } from './command-line.js';
 import { mintDevToken } from './dev-credentials.js';
-import { type Command, STANDARD_OPTIONS, exitWithUsage, parseCommandLine } from './command-line.js';
 
 const TOKEN_COMMAND: Command = {
   name: 'slab-ops-proxy token',

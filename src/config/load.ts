@@ -4,9 +4,8 @@
  * key or variable, so a bad start says exactly what to fix.
  */
 import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import type { LevelWithSilent } from 'pino';
-import { packageFile } from '../platform/package.js';
+import { parse as parseYaml } from 'yaml';
 import { LOG_LEVELS } from '../observability/logger.js';
 import {
   DEFAULT_SAMPLER,
@@ -14,7 +13,8 @@ import {
   TRACES_SAMPLERS,
   type TracingSettings,
 } from '../observability/tracing-sdk.js';
-import { BUILT_IN_CONFIG, type FileConfig, configSchema } from './schema.js';
+import { packageFile } from '../platform/package.js';
+import { BUILT_IN_CONFIG, configSchema, type FileConfig } from './schema.js';
 
 export class ConfigError extends Error {
   constructor(

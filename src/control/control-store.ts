@@ -19,7 +19,7 @@
  */
 import type { RedisClient } from '../platform/redis.js';
 import { CHANGE_SCRIPT, MERGE_SCRIPT, PRUNE_SCRIPT, READ_SCRIPT } from './control-scripts.js';
-import { type StateEntry, decodeEntry, encodeEntry } from './operator-state.js';
+import { decodeEntry, encodeEntry, type StateEntry } from './operator-state.js';
 
 /** Entries per write-back script call. */
 const MERGE_BATCH = 500;

@@ -29,20 +29,21 @@
  * (sync-loop.ts), the changes Redis does not have yet (pending-changes.ts), the state last matched
  * (shared-version.ts) and the confirmation (confirmation.ts); and the store (control-store.ts).
  */
-import type { RedisClient } from '../platform/redis.js';
+
 import type { ResourceName } from '../catalog/resources.js';
+import type { RedisClient } from '../platform/redis.js';
 import { Confirmation } from './confirmation.js';
 import { createControlStore } from './control-store.js';
 import { LocalCopy } from './local-copy.js';
 import {
   type BlockView,
   type EntryKind,
+  fieldOf,
   type OperatorState,
   type RevocationView,
   type StateEntry,
   type TtlOverride,
   type TtlOverrides,
-  fieldOf,
 } from './operator-state.js';
 import { StateSync } from './state-sync.js';
 

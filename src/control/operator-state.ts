@@ -12,7 +12,7 @@
  */
 import { z } from 'zod';
 import { POLICY_DURATIONS, type SomePolicyDurations, somePolicyDurationsSchema } from '../catalog/policy-durations.js';
-import { type ResourceName, isResourceName } from '../catalog/resources.js';
+import { isResourceName, type ResourceName } from '../catalog/resources.js';
 
 /** A run-time override of a resource's cache policy: at least one of its durations. */
 export const ttlOverrideSchema = somePolicyDurationsSchema.refine((value) => Object.keys(value).length > 0, {

@@ -9,9 +9,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
+import { loggedPath } from '../observability/logged-path.js';
 import { problemCodeOf } from './problem.js';
 import { requestIdOf } from './request-id.js';
-import { loggedPath } from '../observability/logged-path.js';
 
 /** Express middleware: `app.use(httpLog)` before every route. */
 export type HttpLog = (req: IncomingMessage, res: ServerResponse, next: () => void) => void;

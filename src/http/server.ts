@@ -3,10 +3,10 @@
  * is going: the RFC 9112 §3.2 `Host` checks (`host-header.ts`), and problem+json answers where
  * Node would answer bare or not at all (`socket-answers.ts`). Each answer is logged.
  */
-import { type RequestListener, type Server, type ServerOptions, createServer } from 'node:http';
-import type { HttpLog } from './http-log.js';
+import { createServer, type RequestListener, type Server, type ServerOptions } from 'node:http';
 import type { RequestLog } from '../observability/logger.js';
 import { hostHeaderProblem } from './host-header.js';
+import type { HttpLog } from './http-log.js';
 import { writeProblem } from './problem.js';
 import { requestIdOf } from './request-id.js';
 import { answerClientError, refuseConnect } from './socket-answers.js';

@@ -11,13 +11,13 @@
  *   never read.
  */
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import {
   InvalidRequestError,
   MethodNotAllowedError,
-  RequestHeadersTooLargeError,
   type ProxyError,
+  RequestHeadersTooLargeError,
 } from '../errors/proxy-error.js';
 import type { RequestLog } from '../observability/logger.js';
 import { problemBody } from './problem.js';

@@ -13,12 +13,12 @@ import type { Principal } from '../auth/principal.js';
 import type { RedisClient, RedisHealth } from '../platform/redis.js';
 import { LeasedWindow, redisCount } from './leased-window.js';
 import {
+  formatPolicyHeader,
   type LimitVerdict,
   type PolicyCount,
   type PolicyKeys,
   type PolicyName,
   type RatePolicy,
-  formatPolicyHeader,
   verdictOf,
 } from './limit-verdict.js';
 import { LocalLimits } from './local-limits.js';

@@ -15,8 +15,8 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
-import { SharedLedger, type SharedAttempt } from './shared-ledger.js';
-import { type BudgetLimits, START_ALLOWANCE_MS, SlotLedger } from './slot-ledger.js';
+import { type SharedAttempt, SharedLedger } from './shared-ledger.js';
+import { type BudgetLimits, SlotLedger, START_ALLOWANCE_MS } from './slot-ledger.js';
 import { type Slot, SlotWaiters } from './slot-waiters.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };

@@ -4,8 +4,9 @@
  * URLs) and never a token: the redaction list covers every place a secret could sit in a logged
  * object.
  */
+
+import { type LevelWithSilent, type Logger, pino } from 'pino';
 import { messageOf } from '../errors/proxy-error.js';
-import { pino, type Logger, type LevelWithSilent } from 'pino';
 
 export const REDACTED_PATHS = [
   'req.headers.authorization',

@@ -17,16 +17,17 @@
  * (definitions.ts), the registry that makes and renders them (registry.ts), and the hot path's
  * plain counts (hot-path.ts, over pending-counts.ts and recorded-histogram.ts).
  */
-import type { RateLimitPolicy } from '../errors/proxy-error.js';
+
 import { Registry } from 'prom-client';
+import type { RateLimitPolicy } from '../errors/proxy-error.js';
 import {
   COALESCED_WAITS,
   GAUGES,
   RATE_LIMITED,
   REDIS_ERRORS,
   REVALIDATIONS,
-  STORE_LOOKUPS,
   type ScrapeSources,
+  STORE_LOOKUPS,
   UPSTREAM_REFUSALS,
   UPSTREAM_REQUESTS,
   UPSTREAM_SECONDS,

@@ -16,6 +16,7 @@
 import {
   type Attributes,
   type Context,
+  createTraceState,
   type Link,
   ROOT_CONTEXT,
   type Span,
@@ -23,7 +24,6 @@ import {
   SpanKind,
   SpanStatusCode,
   type Tracer,
-  createTraceState,
   trace,
 } from '@opentelemetry/api';
 import {
@@ -36,7 +36,7 @@ import {
   ATTR_SERVER_PORT,
   ATTR_URL_SCHEME,
 } from '@opentelemetry/semantic-conventions';
-import { type TraceFields, formatTraceparent, parseTraceparent, parseTracestate } from './trace-context.js';
+import { formatTraceparent, parseTraceparent, parseTracestate, type TraceFields } from './trace-context.js';
 
 /** The proxy's own attributes, under one prefix (OpenTelemetry's advice for non-standard names). */
 export const ATTR = {

@@ -4,10 +4,7 @@
  * code under its status), so it cannot drift from the code. Served on the admin port as
  * `/openapi.json` and written to `docs/openapi.json` by `npm run docs` (a test checks it is current).
  */
-import { PACKAGE_VERSION } from '../platform/package.js';
-import { ERROR_CODES, ERROR_REGISTRY, type ErrorCode, problemType } from '../errors/registry.js';
-import { ALLOWED_METHODS, FORBIDDEN_REASONS } from '../errors/proxy-error.js';
-import { REQUEST_ID } from '../http/request-id.js';
+
 import {
   FILTER_TEXT_PATTERN,
   type FilterGrammar,
@@ -16,6 +13,10 @@ import {
   PER_PAGE_MAX,
 } from '../catalog/grammar.js';
 import { API_PREFIX, RESOURCES, type ResourceDef } from '../catalog/resources.js';
+import { ALLOWED_METHODS, FORBIDDEN_REASONS } from '../errors/proxy-error.js';
+import { ERROR_CODES, ERROR_REGISTRY, type ErrorCode, problemType } from '../errors/registry.js';
+import { REQUEST_ID } from '../http/request-id.js';
+import { PACKAGE_VERSION } from '../platform/package.js';
 
 /** Where the description is committed, from the repository root. */
 export const OPENAPI_FILE = 'docs/openapi.json';

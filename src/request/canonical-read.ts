@@ -4,7 +4,7 @@
  */
 import { API_PREFIX, type ResourceDef } from '../catalog/resources.js';
 import type { ProxyError } from '../errors/proxy-error.js';
-import { type RawParam, canonicaliseListQuery, checkRecordQuery } from './query.js';
+import { canonicaliseListQuery, checkRecordQuery, type RawParam } from './query.js';
 import type { Route } from './route.js';
 
 export interface CanonicalRead {

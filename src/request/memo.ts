@@ -7,8 +7,8 @@
  */
 import type { ProxyError } from '../errors/proxy-error.js';
 import { RecentMap } from '../platform/recent-map.js';
-import { type CanonicalRead, buildCanonicalRead } from './canonical-read.js';
-import { type RawParam, hasAccessTokenParam, parseRawQuery } from './query.js';
+import { buildCanonicalRead, type CanonicalRead } from './canonical-read.js';
+import { hasAccessTokenParam, parseRawQuery, type RawParam } from './query.js';
 import type { Route } from './route.js';
 
 export interface ParsedQuery {

@@ -7,8 +7,9 @@
  * only (so `status=a;per_page=100` is one value, closing the `;` cloaking trick), `+` is a space,
  * percent-escapes must decode to valid UTF-8.
  */
+
+import { GRAMMAR_CHECKS, isCursor, isPerPage, PER_PAGE_DEFAULT } from '../catalog/grammar.js';
 import type { ResourceDef } from '../catalog/resources.js';
-import { GRAMMAR_CHECKS, PER_PAGE_DEFAULT, isCursor, isPerPage } from '../catalog/grammar.js';
 import { InvalidParameterError } from '../errors/proxy-error.js';
 
 export interface RawParam {

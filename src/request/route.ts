@@ -3,8 +3,9 @@
  * `<resource>/<id>` (one record). Names are exact and case-sensitive; the path is not
  * percent-decoded, so `receipt%73` is not `receipts` (docs/clients.md#request-rules).
  */
-import { type ResourceDef, findResource } from '../catalog/resources.js';
+
 import { isPositiveId } from '../catalog/grammar.js';
+import { findResource, type ResourceDef } from '../catalog/resources.js';
 
 export type Route =
   | { readonly kind: 'list'; readonly resource: ResourceDef }

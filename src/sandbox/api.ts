@@ -13,7 +13,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { denial } from './access.js';
-import { type Credential, bearerToken } from './credentials.js';
+import { bearerToken, type Credential } from './credentials.js';
 import type { Dataset, SandboxRecord } from './dataset.js';
 import { json } from './json.js';
 import { type ListQuery, readListQuery, readRecordQuery, recordId } from './query.js';

@@ -9,7 +9,7 @@ import { FaultError, type FaultSwitch, parseFaults } from './faults.js';
 import { json } from './json.js';
 import type { RateLimitSwitch } from './rate-limit.js';
 import type { RequestLog } from './request-log.js';
-import { type Representations, ValidatorError, parseValidatorSettings } from './validators.js';
+import { parseValidatorSettings, type Representations, ValidatorError } from './validators.js';
 
 export const CONTROL_PREFIX = '/__sandbox/';
 

@@ -21,8 +21,8 @@
  *
  * A claim of the wrong type makes the credential invalid (401), never a guess.
  */
-import { type JsonWebKey, type KeyObject, createPublicKey, createSecretKey } from 'node:crypto';
-import { type JWTPayload, type JWTVerifyGetKey, createRemoteJWKSet, jwtVerify } from 'jose';
+import { createPublicKey, createSecretKey, type JsonWebKey, type KeyObject } from 'node:crypto';
+import { createRemoteJWKSet, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
 
 /** Where the keys that sign credentials come from (the same choices the proxy's operator has). */
 export type SandboxKeys =

@@ -4,7 +4,7 @@
  * at real records, filter values that vary (including text that needs percent-encoding), ids
  * unique across companies and resources, ordered by id. The same seed always gives the same bytes.
  */
-import { type ResourceName, type SeedResource, SEED_RESOURCES } from './resources.js';
+import { type ResourceName, SEED_RESOURCES, type SeedResource } from './resources.js';
 
 export type SandboxRecord = Readonly<Record<string, string | number | boolean | null>> & {
   readonly id: number;

@@ -2,7 +2,7 @@
  * The sandbox's fault switch (docs/sandbox.md), for tests only: latency, an error status, a malformed or
  * truncated body, and refusal. A fault may be limited to one resource and to its next N requests.
  */
-import { type ResourceName, isResourceName } from './resources.js';
+import { isResourceName, type ResourceName } from './resources.js';
 
 export type BodyFault = 'malformed' | 'truncated' | 'not-object';
 

@@ -7,11 +7,12 @@
  * key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
  * JWT_AUDIENCE; the development secret when none is set).
  */
-import { messageOf } from '../errors/proxy-error.js';
+
 import { parseArgs } from 'node:util';
-import { type Command, STANDARD_OPTIONS, USAGE_EXIT_CODE, parseCommandLine } from '../cli/command-line.js';
-import { ConfigError, loadEnv } from '../config/load.js';
+import { type Command, parseCommandLine, STANDARD_OPTIONS, USAGE_EXIT_CODE } from '../cli/command-line.js';
 import { DEV_SECRET, mintDevToken } from '../cli/dev-credentials.js';
+import { ConfigError, loadEnv } from '../config/load.js';
+import { messageOf } from '../errors/proxy-error.js';
 import type { SandboxKeys } from './credentials.js';
 import { createSandbox } from './server.js';
 import { ALL_VALIDATORS, type ValidatorSettings, validatorsFromText } from './validators.js';

@@ -21,12 +21,12 @@
  * Pages and records carry validators and conditional requests get 304s, switchable
  * (`validators.ts`). This file wires them together and owns the server.
  */
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { SandboxApi } from './api.js';
 import { ArrivalRecorder, type SandboxStats } from './arrivals.js';
 import { CONTROL_PREFIX, type ControlTargets, handleControl } from './control.js';
-import { type SandboxClaimNames, type SandboxKeys, credentialChecker } from './credentials.js';
+import { credentialChecker, type SandboxClaimNames, type SandboxKeys } from './credentials.js';
 import { type Dataset, generateDataset } from './dataset.js';
 import { answerFault } from './fault-answer.js';
 import { FaultSwitch } from './faults.js';
@@ -37,8 +37,8 @@ import { type ReceivedRequest, RequestLog } from './request-log.js';
 import { API_PREFIX } from './resources.js';
 import { ALL_VALIDATORS, Representations, type ValidatorSettings } from './validators.js';
 
-export type { ReceivedRequest } from './request-log.js';
 export type { SandboxStats } from './arrivals.js';
+export type { ReceivedRequest } from './request-log.js';
 export type { ValidatorSettings } from './validators.js';
 
 export interface SandboxOptions {

@@ -2,13 +2,14 @@
  * One canonical read sent to the upstream, and what its answer means: the cache's origin port
  * (`src/cache/origin.ts`), implemented over the undici client.
  */
+
+import type { Origin, OriginAnswer } from '../cache/origin.js';
 import {
   BadGatewayError,
   type ProxyError,
   UpstreamTimeoutError,
   UpstreamUnavailableError,
 } from '../errors/proxy-error.js';
-import type { Origin, OriginAnswer } from '../cache/origin.js';
 import { judgeAnswer } from './answer.js';
 import { type UpstreamAnswer, type UpstreamClient, UpstreamFailure } from './client.js';
 import { entityTag, httpDate } from './validators.js';

@@ -6,13 +6,14 @@
  * rate), or refuses it after a bounded wait. Each answer then feeds the breaker and the pause:
  * failures open the breaker, a 429 pauses the company.
  */
+
+import type { Origin, OriginOutcome, ReadRequest } from '../cache/origin.js';
 import { RateLimitedError, UpstreamUnavailableError } from '../errors/proxy-error.js';
 import type { CircuitBreaker } from '../limits/circuit-breaker.js';
 import { pauseFromRetryAfter, secondsToWait } from '../limits/retry-after.js';
 import type { UpstreamBudget } from '../limits/upstream-budget.js';
 import type { UpstreamPause } from '../limits/upstream-pause.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Origin, OriginOutcome, ReadRequest } from '../cache/origin.js';
 
 export interface GuardOptions {
   readonly breaker: CircuitBreaker;

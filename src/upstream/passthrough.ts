@@ -4,9 +4,10 @@
  * only base URL. http-proxy-middleware is good at exactly this; it is kept off the data plane
  * because it can neither coalesce nor cap a body it reads (docs/architecture.md#http-proxy-middleware).
  */
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { createProxyMiddleware, proxyEventsPlugin, type RequestHandler } from 'http-proxy-middleware';
 import {

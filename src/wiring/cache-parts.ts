@@ -3,10 +3,10 @@
  * of a remote store, the fill coordinator and the purge bus (docs/cache.md).
  */
 import type { Logger } from 'pino';
-import { type FillCoordinator, LOCAL_COORDINATOR, createRedisCoordinator } from '../cache/coordinator.js';
+import { createRedisCoordinator, type FillCoordinator, LOCAL_COORDINATOR } from '../cache/coordinator.js';
 import { L1Cache } from '../cache/l1.js';
 import { createMemoryStore } from '../cache/memory-store.js';
-import { type PurgeBus, createLocalPurgeBus, createRedisPurgeBus } from '../cache/purge-bus.js';
+import { createLocalPurgeBus, createRedisPurgeBus, type PurgeBus } from '../cache/purge-bus.js';
 import { createRedisStore } from '../cache/redis-store.js';
 import type { CacheStore } from '../cache/store.js';
 import type { FileConfig } from '../config/schema.js';

@@ -8,7 +8,7 @@
  * the admin port off the client network; and the grace period outlasts the proxy's own shutdown.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { type Server, createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,13 +19,13 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
-import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Phase, createAdminApp } from '../../src/planes/admin/admin-app.js';
+import { parseAllDocuments } from 'yaml';
 import { ENV_VARIABLES, type EnvConfig, loadEnv, parseConfigText, shutdownPlan } from '../../src/config/load.js';
+import { createAdminApp, type Phase } from '../../src/planes/admin/admin-app.js';
+import { send } from '../helpers/http.js';
 import { unknownFieldErrors } from '../helpers/kubernetes-fields.js';
 import { type Manifest, renderKustomization } from '../helpers/kustomize.js';
-import { send } from '../helpers/http.js';
 
 /** The Kubernetes API's schema for each kind the manifests may use; any other kind fails. */
 const SCHEMAS: Readonly<Record<string, (data: unknown) => void>> = {

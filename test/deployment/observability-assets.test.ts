@@ -8,13 +8,13 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import {
-  RULES_FILE,
-  RULES_TEST_FILE,
   metricNames,
   observabilityExpressions,
+  RULES_FILE,
+  RULES_TEST_FILE,
   readDashboard,
   readRules,
 } from '../helpers/promql.js';

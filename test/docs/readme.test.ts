@@ -3,7 +3,7 @@
  * first screen tells a newcomer how to start, and the README stays a short front door that leads to
  * every page of docs/.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GENERATED_TABLES, renderTables } from '../../src/reference/doc-tables.js';

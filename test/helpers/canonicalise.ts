@@ -4,9 +4,10 @@
  * read), without the authentication and authorisation that sit between them there
  * (docs/architecture.md#the-request-flow).
  */
-import { InvalidBearerRequestError, InvalidRequestError, NotFoundError } from '../../src/errors/proxy-error.js';
+
 import type { ProxyError } from '../../src/errors/proxy-error.js';
-import { type CanonicalRead, buildCanonicalRead } from '../../src/request/canonical-read.js';
+import { InvalidBearerRequestError, InvalidRequestError, NotFoundError } from '../../src/errors/proxy-error.js';
+import { buildCanonicalRead, type CanonicalRead } from '../../src/request/canonical-read.js';
 import { hasAccessTokenParam, parseRawQuery } from '../../src/request/query.js';
 import { resolveRoute } from '../../src/request/route.js';
 import { classifyTarget } from '../../src/request/target.js';

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Page, chromium } from 'playwright-core';
+import { chromium, type Page } from 'playwright-core';
 
 export const CHROMIUM = '/usr/bin/chromium';
 

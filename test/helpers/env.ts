@@ -5,13 +5,13 @@
 import { pino } from 'pino';
 import { createProxyApp, type ProxyApp } from '../../src/app.js';
 import type { KeySourceOptions } from '../../src/auth/key-source.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { mergeOver, validateFileConfig } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG, type FileConfig } from '../../src/config/schema.js';
-import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { Tracing } from '../../src/observability/tracing.js';
+import { createSandbox, type Sandbox, type SandboxOptions } from '../../src/sandbox/server.js';
 import { canonicaliseTarget } from './canonicalise.js';
-import { type Sandbox, type SandboxOptions, createSandbox } from '../../src/sandbox/server.js';
 
 export const DEV_KEYS: KeySourceOptions = { kind: 'secret', secret: DEV_SECRET };
 

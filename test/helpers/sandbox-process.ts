@@ -4,8 +4,9 @@
  * In the test process, its clock would share an event loop with the load generator, and a request
  * stamped late there would look like a burst the proxy never sent.
  */
-import { freePort } from '../support/free-port.js';
+
 import type { SandboxStats } from '../../src/sandbox/server.js';
+import { freePort } from '../support/free-port.js';
 import { send } from './http.js';
 import { type RunningProcess, runNode } from './process.js';
 

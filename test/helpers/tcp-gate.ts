@@ -4,7 +4,7 @@
  * holds new ones open without forwarding a byte (the client's commands time out, as across a
  * partition); `restore()` forwards again.
  */
-import { type Server, type Socket, connect, createServer } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 export interface TcpGate {
   readonly port: number;

@@ -1,5 +1,5 @@
 /** Real JWTs for tests: development tokens, and hand-built ones for the attack list. */
-import { mintDevToken, type DevTokenOptions } from '../../src/cli/dev-credentials.js';
+import { type DevTokenOptions, mintDevToken } from '../../src/cli/dev-credentials.js';
 
 export function token(options: Partial<DevTokenOptions> = {}): Promise<string> {
   return mintDevToken({ company: 1, ...options });

@@ -10,14 +10,14 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  createUpstreamBudget,
   HEARTBEAT_MS,
   HOLD_MARGIN_MS,
   REJOIN_MS,
   type UpstreamBudget,
-  createUpstreamBudget,
 } from '../../src/limits/upstream-budget.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { type TcpGate, startTcpGate } from '../helpers/tcp-gate.js';
+import { startTcpGate, type TcpGate } from '../helpers/tcp-gate.js';
 
 const HOLD_MS = 1_000;
 const COMMAND_TIMEOUT_MS = 250;

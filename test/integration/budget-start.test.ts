@@ -5,9 +5,9 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../support/free-port.js';
-import { REJOIN_MS, createUpstreamBudget } from '../../src/limits/upstream-budget.js';
+import { createUpstreamBudget, REJOIN_MS } from '../../src/limits/upstream-budget.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { freePort } from '../support/free-port.js';
 
 let redis: RedisServer;
 

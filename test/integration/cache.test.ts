@@ -8,11 +8,11 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { LARGE_COMPANY, LARGE_RESOURCE } from '../../src/sandbox/dataset.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 

@@ -19,7 +19,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
-import { type RawResponse, getWithToken } from '../helpers/http.js';
+import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;

@@ -16,7 +16,7 @@ import { API_PREFIX, RESOURCES, type ResourceDef } from '../../src/catalog/resou
 import { SANDBOX_COMPANIES, type SandboxRecord } from '../../src/sandbox/dataset.js';
 import { SEED_RESOURCES } from '../../src/sandbox/resources.js';
 import { startStack } from '../helpers/env.js';
-import { type RawResponse, getWithToken } from '../helpers/http.js';
+import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 
 type Company = string | number;

@@ -4,11 +4,11 @@
  * records the method, target, raw headers and body of every request it receives.
  */
 import { once } from 'node:events';
-import { type IncomingMessage, type Server, createServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
-import { type ProxyHandle, startProxy, NO_CACHE } from '../helpers/env.js';
+import { NO_CACHE, type ProxyHandle, startProxy } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 

@@ -5,18 +5,18 @@
  * sandbox upstream gets its own JWKS server with the same keys, so that taking the proxy's endpoint
  * down does not take the upstream's with it. The factory's refusals are tested directly at the end.
  */
-import { type KeyObject, generateKeyPairSync, randomUUID } from 'node:crypto';
+import { generateKeyPairSync, type KeyObject, randomUUID } from 'node:crypto';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { EventEmitter, once } from 'node:events';
-import { type Server, createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type JWK, type JWTPayload, SignJWT, exportJWK } from 'jose';
+import { exportJWK, type JWK, type JWTPayload, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KeySourceOptions, KeySourceError, createVerificationKey } from '../../src/auth/key-source.js';
+import { createVerificationKey, KeySourceError, type KeySourceOptions } from '../../src/auth/key-source.js';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
 import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { startStack } from '../helpers/env.js';
-import { type RawResponse, getWithToken } from '../helpers/http.js';
+import { getWithToken, type RawResponse } from '../helpers/http.js';
 
 type Stack = Awaited<ReturnType<typeof startStack>>;
 interface Signer {

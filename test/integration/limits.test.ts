@@ -5,10 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
-import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
-import { token } from '../helpers/tokens.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
+import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
+import { token } from '../helpers/tokens.js';
 
 const LIMITS = { rateLimit: { perCredential: { points: 3, duration: 10 }, perCompany: { points: 5, duration: 20 } } };
 const P = API_PREFIX;

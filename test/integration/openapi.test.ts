@@ -8,12 +8,12 @@ import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
-import { freePort } from '../support/free-port.js';
 import { OPENAPI_FILE } from '../../src/reference/openapi.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
+import { freePort } from '../support/free-port.js';
 
 type JsonObject = Record<string, unknown>;
 

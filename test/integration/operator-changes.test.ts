@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OperatorControl, createOperatorControl } from '../../src/control/operator-control.js';
+import { createOperatorControl, type OperatorControl } from '../../src/control/operator-control.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { until } from '../helpers/replicas.js';
 

@@ -5,12 +5,12 @@
  * request targets never leave the proxy.
  */
 import { once } from 'node:events';
-import { type IncomingHttpHeaders, type IncomingMessage, type Server, createServer, request } from 'node:http';
-import { type AddressInfo, type Socket, connect } from 'node:net';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, request, type Server } from 'node:http';
+import { type AddressInfo, connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { type ProxyHandle, startProxy } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 import { freePort } from '../support/free-port.js';
 

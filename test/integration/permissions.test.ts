@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, API_PREFIX, RESOURCES, type ResourceDef } from '../../src/catalog/resources.js';
 import { SEED_RESOURCES } from '../../src/sandbox/resources.js';
 import { startStack } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 
 type Stack = Awaited<ReturnType<typeof startStack>>;

@@ -11,7 +11,7 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
-import { type RawResponse, type SendOptions, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, type SendOptions, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ReplicaCount, countReplicas } from '../../src/platform/replica-count.js';
+import { countReplicas, type ReplicaCount } from '../../src/platform/replica-count.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 
 const INTERVAL_MS = 50;

@@ -8,11 +8,11 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ResourceName } from '../../src/catalog/resources.js';
-import { API_PREFIX } from '../../src/sandbox/resources.js';
 import type { SandboxRecord } from '../../src/sandbox/dataset.js';
+import { API_PREFIX } from '../../src/sandbox/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox, upstreamCount } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../../src/sandbox/dataset.js';
 import { API_PREFIX, SEED_RESOURCES } from '../../src/sandbox/resources.js';
-import { startProxy, startSandbox, NO_CACHE } from '../helpers/env.js';
+import { NO_CACHE, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 

@@ -4,15 +4,15 @@
  * the upstream; the near-misses that must pass (tolerance, string and number tenants, lowercase
  * scheme) do pass.
  */
-import { type KeyObject, generateKeyPairSync, randomUUID } from 'node:crypto';
-import { type JWTPayload, SignJWT, jwtVerify } from 'jose';
+import { generateKeyPairSync, type KeyObject, randomUUID } from 'node:crypto';
+import { type JWTPayload, jwtVerify, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeySourceOptions } from '../../src/auth/key-source.js';
-import type { OperatorControl } from '../../src/control/operator-control.js';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
 import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
+import type { OperatorControl } from '../../src/control/operator-control.js';
 import { startStack } from '../helpers/env.js';
-import { type RawResponse, type SendOptions, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, type SendOptions, send } from '../helpers/http.js';
 import { b64url, token } from '../helpers/tokens.js';
 
 type Stack = Awaited<ReturnType<typeof startStack>>;

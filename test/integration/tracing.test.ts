@@ -13,10 +13,10 @@ import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@o
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { loadEnv } from '../../src/config/load.js';
-import { type TracesSampler, type TracingRuntime, startTracing } from '../../src/observability/tracing-sdk.js';
+import { startTracing, type TracesSampler, type TracingRuntime } from '../../src/observability/tracing-sdk.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox, upstreamCount } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type OtlpReceiver, type ReceivedExport, startOtlpReceiver } from '../helpers/otlp-receiver.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';

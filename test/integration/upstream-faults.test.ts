@@ -5,13 +5,13 @@
  * wrong inside, and serve the next request normally once the fault is gone.
  */
 import { once } from 'node:events';
-import { type Server, createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Faults } from '../../src/sandbox/faults.js';
-import { type ProxyHandle, startProxy, startStack, NO_CACHE } from '../helpers/env.js';
-import { type RawResponse, getWithToken } from '../helpers/http.js';
+import { NO_CACHE, type ProxyHandle, startProxy, startStack } from '../helpers/env.js';
+import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 import { freePort } from '../support/free-port.js';
 

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
-import { type RawResponse, getWithToken } from '../helpers/http.js';
+import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 

@@ -4,10 +4,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
+import { REFUSED_PARAMETERS, REFUSED_REQUESTS } from '../fixtures/validation-cases.js';
 import { startStack } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { REFUSED_PARAMETERS, REFUSED_REQUESTS } from '../fixtures/validation-cases.js';
 
 interface Problem {
   readonly code: string;

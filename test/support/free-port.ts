@@ -6,7 +6,7 @@
  * Several ports a process needs at once are probed together: a probe closed before the next one
  * opens can be handed the very same port again, and a replica once got PORT = ADMIN_PORT that way.
  */
-import { type Server, createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 
 function probe(): Promise<Server> {
   return new Promise((resolve, reject) => {

@@ -5,13 +5,15 @@
  * process (with an injected clock) and two proxy processes (`node dist/main.js`), each pair on
  * one real Redis; and what a change does while Redis is down.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_PREFIX } from '../../src/catalog/resources.js';
-import type { Sandbox } from '../../src/sandbox/server.js';
+
 import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProxyApp } from '../../src/app.js';
-import { DEV_KEYS, type ProxyHandle, configWith, startProxy, startSandbox } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { API_PREFIX } from '../../src/catalog/resources.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { configWith, DEV_KEYS, type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import {
   type Replica,
@@ -21,7 +23,6 @@ import {
   startReplicas,
   until,
 } from '../helpers/replicas.js';
-import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { token } from '../helpers/tokens.js';
 
 const ADMIN = 'an admin token for the tests';

@@ -9,15 +9,15 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ENTRY_FORMAT_VERSION, decodeEntry } from '../../src/cache/entry.js';
+import { decodeEntry, ENTRY_FORMAT_VERSION } from '../../src/cache/entry.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { listenOn } from '../../src/http/listen.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox, upstreamCount } from '../helpers/env.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { token } from '../helpers/tokens.js';
 import { until } from '../helpers/replicas.js';
+import { token } from '../helpers/tokens.js';
 
 /**
  * Real freshness for every resource used here, far longer than any test; and the upstream budget's

@@ -11,7 +11,7 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox, upstreamCount } from '../helpers/env.js';
-import { type RawResponse, getWithToken } from '../helpers/http.js';
+import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { type Replica, startReplica } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 

@@ -15,13 +15,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
-import { freePorts } from '../support/free-port.js';
-import { type ClusterNode, type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type Replica, type ReplicaEnv, redisOk, replicaConfig, startReplica, until } from '../helpers/replicas.js';
+import { freePorts } from '../support/free-port.js';
+import { type ClusterNode, type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 
 const secret = 'cluster changed: thirty-two bytes at least, surely';
 const ADMIN = 'the admin token of the changed-cluster suite';

@@ -9,7 +9,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
-import type { ClusterNode, RedisCluster } from '../support/redis-cluster.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox, upstreamTarget } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
@@ -17,6 +16,7 @@ import { getWithToken } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
 import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
 import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import type { ClusterNode, RedisCluster } from '../support/redis-cluster.js';
 
 const secret = 'cluster failover: thirty-two bytes at least, surely';
 const COMPANIES = [1, 2, 3];

@@ -7,19 +7,20 @@
  * applies a changed file and keeps the old settings when the new file is bad; with
  * `SHUTDOWN_DELAY_SECONDS`, `/readyz` turns 503 at once while the client port serves on for the delay.
  */
-import { writeFileSync } from 'node:fs';
+
 import { once } from 'node:events';
-import { type Socket, connect } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
-import { freePort } from '../support/free-port.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { runNode } from '../helpers/process.js';
+import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { type Replica, replicaConfig, startReplica, until } from '../helpers/replicas.js';
+import { freePort } from '../support/free-port.js';
 
 const secret = 'lifecycle tests: a secret of at least thirty-two bytes';
 let sandbox: Sandbox;

@@ -6,9 +6,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { RedisHealth, createRedisClient } from '../../src/platform/redis.js';
-import { type InboundLimiter, createInboundLimiter } from '../../src/limits/inbound.js';
-import { type RedisServer, clientReady, startRedis } from '../helpers/redis.js';
+import { createInboundLimiter, type InboundLimiter } from '../../src/limits/inbound.js';
+import { createRedisClient, RedisHealth } from '../../src/platform/redis.js';
+import { clientReady, type RedisServer, startRedis } from '../helpers/redis.js';
 
 const POINTS = 200;
 const REPLICAS = 2;

@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { LoadtestReport } from '../../bench/loadtest-report.js';
 import type { LoadtestResult } from '../../bench/loadgen.js';
+import type { LoadtestReport } from '../../bench/loadtest-report.js';
 import { withChromiumPage } from '../helpers/chromium.js';
 import { runNode } from '../helpers/process.js';
 

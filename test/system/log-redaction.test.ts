@@ -12,7 +12,6 @@ import { SignJWT } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ALL_PERMISSIONS, API_PREFIX } from '../../src/catalog/resources.js';
 import { DEV_SECRET, type DevTokenOptions } from '../../src/cli/dev-credentials.js';
-import { freePort } from '../support/free-port.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
@@ -20,6 +19,7 @@ import { type RawResponse, type SendOptions, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { until } from '../helpers/replicas.js';
 import { token } from '../helpers/tokens.js';
+import { freePort } from '../support/free-port.js';
 
 const ISSUER = 'https://issuer.log-redaction.test';
 const AUDIENCE = 'slab-ops-proxy-log-redaction';

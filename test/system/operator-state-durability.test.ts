@@ -14,9 +14,9 @@ import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
-import { type RawResponse, getWithToken, send } from '../helpers/http.js';
+import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { type Replica, type ReplicaEnv, replicaConfig, startReplica, until, unmetLimits } from '../helpers/replicas.js';
+import { type Replica, type ReplicaEnv, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'operator state durability: thirty-two bytes at least';

@@ -5,16 +5,16 @@
  * freshen sends it (the prefix, never the body).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cacheAddress, type CacheAddress } from '../../src/cache/cache-key.js';
-import { type CacheEntry, ENTRY_FORMAT_VERSION, brotliBody, encodeEntry } from '../../src/cache/entry.js';
+import type { Principal } from '../../src/auth/principal.js';
+import { type CacheAddress, cacheAddress } from '../../src/cache/cache-key.js';
+import { brotliBody, type CacheEntry, ENTRY_FORMAT_VERSION, encodeEntry } from '../../src/cache/entry.js';
 import { createMemoryStore } from '../../src/cache/memory-store.js';
-import { RedisHealth, createRedisClient, type RedisClient } from '../../src/platform/redis.js';
 import { createRedisStore } from '../../src/cache/redis-store.js';
 import { type CacheStore, isCurrent } from '../../src/cache/store.js';
-import type { Principal } from '../../src/auth/principal.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { type RedisServer, clientReady, startRedis } from '../helpers/redis.js';
+import { createRedisClient, type RedisClient, RedisHealth } from '../../src/platform/redis.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
+import { clientReady, type RedisServer, startRedis } from '../helpers/redis.js';
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 
 function principal(company: string): Principal {

@@ -11,13 +11,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
-import type { RedisCluster } from '../support/redis-cluster.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
 import { closedLoop } from '../helpers/load.js';
-import { type Replica, budgetMode, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
-import { type SandboxProcess, phaseOf, startSandboxProcess } from '../helpers/sandbox-process.js';
+import { budgetMode, type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
+import { phaseOf, type SandboxProcess, startSandboxProcess } from '../helpers/sandbox-process.js';
 import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import type { RedisCluster } from '../support/redis-cluster.js';
 
 const secret = 'upstream budget failover: thirty-two bytes at least';
 const MAX_CONCURRENT = 5;

@@ -10,15 +10,16 @@
  * a slot is a 503 with Retry-After; and the moment the overload ends, a normal load is served at
  * once.
  */
+
+import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure, scaleSeconds } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
-import { writeFileSync } from 'node:fs';
 import { type Replica, replicaConfig, startReplica, startReplicas, unmetLimits } from '../helpers/replicas.js';
-import { type SandboxProcess, phaseOf, startSandboxProcess } from '../helpers/sandbox-process.js';
+import { phaseOf, type SandboxProcess, startSandboxProcess } from '../helpers/sandbox-process.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'upstream budget overload: thirty-two bytes at least';

@@ -15,11 +15,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
-import { type LoadResult, closedLoop } from '../helpers/load.js';
+import { closedLoop, type LoadResult } from '../helpers/load.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { type Replica, budgetMode, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
-import { type SandboxProcess, phaseOf, startSandboxProcess } from '../helpers/sandbox-process.js';
-import { type TcpGate, startTcpGate } from '../helpers/tcp-gate.js';
+import { budgetMode, type Replica, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
+import { phaseOf, type SandboxProcess, startSandboxProcess } from '../helpers/sandbox-process.js';
+import { startTcpGate, type TcpGate } from '../helpers/tcp-gate.js';
 
 const secret = 'upstream budget partition: thirty-two bytes at least';
 const MAX_CONCURRENT = 6;

@@ -11,7 +11,7 @@ import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
-import { type RawResponse, getWithToken } from '../helpers/http.js';
+import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { type Replica, startReplicas } from '../helpers/replicas.js';
 

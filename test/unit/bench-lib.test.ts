@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type BreakdownReport, EXCHANGE_ROW, breakdownResult, formatBreakdown } from '../../bench/hit-breakdown.js';
+import { type BreakdownReport, breakdownResult, EXCHANGE_ROW, formatBreakdown } from '../../bench/hit-breakdown.js';
 import { markdownTable, runStamp } from '../../bench/lib/format.js';
 import { type LoadRequest, parseLoadResult } from '../../bench/lib/load/types.js';
 import { luaString, wrkResult, wrkScript } from '../../bench/lib/load/wrk.js';

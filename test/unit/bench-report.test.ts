@@ -1,7 +1,7 @@
 /** The bench's verdicts and its lines for the docs (bench/report.ts), from made-up figures. */
 import { describe, expect, it } from 'vitest';
 import type { Summary } from '../../bench/lib/rounds.js';
-import { type TargetFigures, type Verdict, benchMarkdown, verdicts } from '../../bench/report.js';
+import { benchMarkdown, type TargetFigures, type Verdict, verdicts } from '../../bench/report.js';
 
 function summary(rps: number, usPerRequest: number, p99Ms: number): Summary {
   return {

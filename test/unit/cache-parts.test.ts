@@ -3,10 +3,10 @@ import { brotliCompressSync, brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { describe, expect, it } from 'vitest';
 import { formatCacheStatus } from '../../src/cache/cache-status.js';
 import {
-  type CacheEntry,
-  ENTRY_FORMAT_VERSION,
   brotliBody,
+  type CacheEntry,
   decodeEntry,
+  ENTRY_FORMAT_VERSION,
   encodeEntry,
   freshening,
   gzipBody,

@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { GRAMMAR_CHECKS, PER_PAGE_DEFAULT, isCursor, isPerPage } from '../../src/catalog/grammar.js';
+import { GRAMMAR_CHECKS, isCursor, isPerPage, PER_PAGE_DEFAULT } from '../../src/catalog/grammar.js';
 import { API_PREFIX, RESOURCES, type ResourceDef } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';

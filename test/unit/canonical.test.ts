@@ -6,9 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { InvalidParameterError, ProxyError } from '../../src/errors/proxy-error.js';
 import type { CanonicalRead } from '../../src/request/canonical-read.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { classifyTarget } from '../../src/request/target.js';
 import { REFUSED_PARAMETERS, REFUSED_REQUESTS } from '../fixtures/validation-cases.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 
 const P = API_PREFIX;
 

@@ -7,10 +7,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
-import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../../src/reference/config-schema.js';
+import { parse as parseYaml } from 'yaml';
 import { ConfigError, parseConfigText } from '../../src/config/load.js';
+import { CONFIG_SCHEMA_FILE, renderConfigJsonSchema } from '../../src/reference/config-schema.js';
 
 const schema = JSON.parse(readFileSync(CONFIG_SCHEMA_FILE, 'utf8')) as Record<string, unknown>;
 const validate = new Ajv2020({ allErrors: false }).compile(schema);

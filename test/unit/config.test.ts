@@ -1,15 +1,15 @@
 /** The config file and environment: defaults, merging, and start-stopping errors that name the key. */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import {
   ConfigError,
   DEFAULT_CONFIG_FILE,
   ENV_VARIABLES,
-  SHUTDOWN_MARGIN_SECONDS,
   loadEnv,
   parseConfigText,
+  SHUTDOWN_MARGIN_SECONDS,
   shutdownPlan,
 } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG } from '../../src/config/schema.js';

@@ -4,16 +4,16 @@
  * the query; nothing at all below `info`.
  */
 import { once } from 'node:events';
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { Writable } from 'node:stream';
 import express from 'express';
 import type { LevelWithSilent } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createFallbackApp } from '../../src/planes/fallback-app.js';
-import { requestIdOf } from '../../src/http/request-id.js';
 import { createHttpLog } from '../../src/http/http-log.js';
+import { requestIdOf } from '../../src/http/request-id.js';
 import { createLogger } from '../../src/observability/logger.js';
+import { createFallbackApp } from '../../src/planes/fallback-app.js';
 import { send } from '../helpers/http.js';
 
 const SECRET = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.c2VjcmV0LXNpZ25hdHVyZS1jYW5hcnk';

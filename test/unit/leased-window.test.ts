@@ -6,7 +6,7 @@
  */
 import { RateLimiterRes } from 'rate-limiter-flexible';
 import { describe, expect, it } from 'vitest';
-import { LeasedWindow, type SharedCount, firstBatch, largestBatch, nextBatch } from '../../src/limits/leased-window.js';
+import { firstBatch, LeasedWindow, largestBatch, nextBatch, type SharedCount } from '../../src/limits/leased-window.js';
 
 const DURATION_MS = 60_000;
 

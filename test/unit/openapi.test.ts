@@ -9,17 +9,17 @@ import { readFileSync } from 'node:fs';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isCursor, isPerPage, GRAMMAR_CHECKS } from '../../src/catalog/grammar.js';
+import { GRAMMAR_CHECKS, isCursor, isPerPage } from '../../src/catalog/grammar.js';
+import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
+import { ERROR_CODES, ERROR_REGISTRY } from '../../src/errors/registry.js';
 import {
+  buildOpenApiDocument,
   CODES_NOT_ON_READS,
   GRAMMAR_PATTERNS,
   OPENAPI_FILE,
-  buildOpenApiDocument,
   positiveDecimalUpTo,
   renderOpenApi,
 } from '../../src/reference/openapi.js';
-import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
-import { ERROR_CODES, ERROR_REGISTRY } from '../../src/errors/registry.js';
 
 interface Parameter {
   readonly name?: string;

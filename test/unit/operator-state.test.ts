@@ -6,12 +6,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  OperatorState,
-  type StateEntry,
   decodeEntry,
   encodeEntry,
   fieldOf,
+  OperatorState,
   parseField,
+  type StateEntry,
   wins,
 } from '../../src/control/operator-state.js';
 

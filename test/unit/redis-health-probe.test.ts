@@ -6,10 +6,10 @@
  * `release()` sends what it held. Both a single Redis and a one-node Redis Cluster (the breaker
  * finds the cluster's connection to the node).
  */
-import { type Server, type Socket, createServer } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { Cluster } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RedisHealth, type RedisClient, createRedisClient, isCommandTimeout } from '../../src/platform/redis.js';
+import { createRedisClient, isCommandTimeout, type RedisClient, RedisHealth } from '../../src/platform/redis.js';
 
 const TIMEOUT_MS = 50;
 const SUSPEND_MS = 10_000; // far longer than the test: only a probe can end the skip

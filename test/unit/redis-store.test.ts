@@ -7,9 +7,9 @@ import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { cacheAddress } from '../../src/cache/cache-key.js';
 import { decodeEntry, strongEtag } from '../../src/cache/entry.js';
-import { RedisHealth, type RedisClient } from '../../src/platform/redis.js';
 import { createRedisStore } from '../../src/cache/redis-store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
+import { type RedisClient, RedisHealth } from '../../src/platform/redis.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 
 const P: Principal = {

@@ -10,9 +10,9 @@ import fc from 'fast-check';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import {
-  type RequestLogFields,
   createLogger,
   createRequestLog,
+  type RequestLogFields,
   requestLineFields,
 } from '../../src/observability/logger.js';
 

@@ -15,13 +15,13 @@ import { createMemoryStore } from '../../src/cache/memory-store.js';
 import type { Origin, OriginOutcome, ReadRequest, Validators } from '../../src/cache/origin.js';
 import { CachePolicies } from '../../src/cache/policy.js';
 import type { ReadOutcome } from '../../src/cache/read-outcome.js';
-import { type ReadService, createReadService } from '../../src/cache/read-service.js';
+import { createReadService, type ReadService } from '../../src/cache/read-service.js';
 import type { CacheStore, FreshenResult } from '../../src/cache/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { RevalidationResult } from '../../src/observability/metrics.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import type { UpstreamAnswer, UpstreamClient, UpstreamRequest } from '../../src/upstream/client.js';
 import { createUpstreamOrigin } from '../../src/upstream/fetch-read.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 
 const PRINCIPAL: Principal = {

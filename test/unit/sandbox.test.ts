@@ -6,13 +6,13 @@
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/catalog/resources.js';
 import {
+  generateDataset,
   LARGE_COMPANY,
   LARGE_RESOURCE,
   SANDBOX_COMPANIES,
   type SandboxRecord,
-  generateDataset,
 } from '../../src/sandbox/dataset.js';
-import { ValidatorError, parseValidatorSettings, validatorsFromText } from '../../src/sandbox/validators.js';
+import { parseValidatorSettings, ValidatorError, validatorsFromText } from '../../src/sandbox/validators.js';
 
 const dataset = generateDataset();
 

@@ -6,10 +6,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  type BudgetLimits,
   RATE_WINDOW_MS,
   RESERVE_AHEAD_MS,
   SlotLedger,
-  type BudgetLimits,
   spacingMs,
 } from '../../src/limits/slot-ledger.js';
 

@@ -3,7 +3,7 @@
  * (in-process, Redis, Redis Cluster), the upstream and the key source, never with a credential.
  */
 import { describe, expect, it } from 'vitest';
-import { bannerLines, startFacts, type StartFactsInput } from '../../src/cli/start-banner.js';
+import { bannerLines, type StartFactsInput, startFacts } from '../../src/cli/start-banner.js';
 import { loadEnv } from '../../src/config/load.js';
 
 function facts(rawEnv: Record<string, string>, overrides: Partial<StartFactsInput> = {}) {

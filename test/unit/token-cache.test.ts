@@ -2,15 +2,16 @@
  * The verified-token cache: bounded, never past `exp` nor its own age limit, and never a cache of
  * failures (a token refused once for a time reason is accepted once the time has come).
  */
+
+import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { VerifiedTokenCache } from '../../src/auth/token-cache.js';
 import { createTokenVerifier } from '../../src/auth/verify-token.js';
+import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { UnauthenticatedError } from '../../src/errors/proxy-error.js';
 import { DEV_KEYS } from '../helpers/env.js';
 import { token } from '../helpers/tokens.js';
-import { SignJWT } from 'jose';
-import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 
 function principal(expiresAt: number, company = '1'): Principal {
   return {

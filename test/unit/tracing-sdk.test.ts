@@ -5,7 +5,7 @@
  */
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
-import { TRACES_SAMPLERS, type TracesSampler, startTracing } from '../../src/observability/tracing-sdk.js';
+import { startTracing, TRACES_SAMPLERS, type TracesSampler } from '../../src/observability/tracing-sdk.js';
 
 const SAMPLED_PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 const UNSAMPLED_PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00';

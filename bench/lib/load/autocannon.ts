@@ -6,7 +6,7 @@
  */
 import autocannon from 'autocannon';
 import { LatencyHistogram } from '../stats.js';
-import { type LoadResult, type LoadSpec, isExpected } from './types.js';
+import { isExpected, type LoadResult, type LoadSpec } from './types.js';
 
 export async function runAutocannon(spec: LoadSpec): Promise<LoadResult> {
   const histogram = new LatencyHistogram();

@@ -4,11 +4,12 @@
  * loop, a fixed rate) with the repository's own generator. Each runs in its own process on the
  * client's CPU.
  */
-import { createRequire } from 'node:module';
+
 import { writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { envChoice } from '../env.js';
-import { CLIENT_CPU, ROOT, commandPath, launch } from '../processes.js';
+import { CLIENT_CPU, commandPath, launch, ROOT } from '../processes.js';
 import { type LoadResult, type LoadSpec, parseLoadResult } from './types.js';
 import { runWrk, wrkVersion } from './wrk.js';
 

@@ -8,9 +8,9 @@
  * saturated server in bursts, not a server at half load.
  */
 import { once } from 'node:events';
-import { type Socket, connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { LatencyHistogram } from '../stats.js';
-import { type LoadResult, type LoadSpec, isExpected } from './types.js';
+import { isExpected, type LoadResult, type LoadSpec } from './types.js';
 
 interface Connection {
   readonly socket: Socket;

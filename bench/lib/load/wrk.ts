@@ -12,7 +12,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Launched, CLIENT_CPU, launch } from '../processes.js';
+import { CLIENT_CPU, type Launched, launch } from '../processes.js';
 import type { LoadResult, LoadSpec } from './types.js';
 
 /** A Lua string literal: bytes outside a plain safe set as decimal escapes, so nothing in a path or header can end it. */

@@ -4,7 +4,7 @@
  * label object on every `inc()` and `observe()`; here a request finds its series in three lookups
  * of keys that exist already, and adds (see metrics.ts for the cost).
  */
-import { L1_LOOKUPS, REQUESTS, REQUEST_SECONDS } from './definitions.js';
+import { L1_LOOKUPS, REQUEST_SECONDS, REQUESTS } from './definitions.js';
 import { isStatusCode, resourceLabel, statusLabel } from './labels.js';
 import { type PendingCount, PendingCounts } from './pending-counts.js';
 import type { HistogramSeries, RecordedHistogram } from './recorded-histogram.js';

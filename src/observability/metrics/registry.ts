@@ -2,7 +2,7 @@
  * The one owner of the app's metrics registry: every metric is made through it from its definition
  * (definitions.ts), registered there, and rendered on a scrape after the process's own metrics.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { CounterDefinition, GaugeDefinition, GaugeReading, HistogramDefinition } from './definitions.js';
 import { RecordedHistogram } from './recorded-histogram.js';
 

@@ -20,7 +20,7 @@ import { requestIdOf } from '../../http/request-id.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { blockRoutes } from './block-routes.js';
 import { documentRoutes } from './document-routes.js';
-import { type Readiness, healthRoutes } from './health-routes.js';
+import { healthRoutes, type Readiness } from './health-routes.js';
 import { bodyParserProblem, operatorGate } from './operator-gate.js';
 import { purgeRoutes } from './purge-routes.js';
 import { revocationRoutes } from './revocation-routes.js';

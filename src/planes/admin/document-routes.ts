@@ -3,8 +3,8 @@
  * (docs/operations.md#metrics) and the client surface's OpenAPI description (docs/clients.md).
  */
 import type { IRouter, Request, Response } from 'express';
-import { renderOpenApi } from '../../reference/openapi.js';
 import { METRICS_CONTENT_TYPE, type Metrics } from '../../observability/metrics.js';
+import { renderOpenApi } from '../../reference/openapi.js';
 
 export function documentRoutes(router: IRouter, metrics: Pick<Metrics, 'render'>): void {
   router.get('/metrics', async function prometheusMetrics(_req: Request, res: Response) {

@@ -3,8 +3,8 @@
  * and the run-time TTL overrides of each resource (`/admin/cache/ttl`), shared with every replica.
  */
 import type { IRouter, Request, Response } from 'express';
-import { RESOURCE_NAMES, isResourceName } from '../../catalog/resources.js';
 import type { CachePolicies } from '../../cache/policy.js';
+import { isResourceName, RESOURCE_NAMES } from '../../catalog/resources.js';
 import type { FileConfig } from '../../config/schema.js';
 import type { OperatorControl } from '../../control/operator-control.js';
 import { ttlOverrideSchema } from '../../control/operator-state.js';

@@ -2,8 +2,9 @@
  * How the data plane answers: a read's outcome (content coding, freshness headers, 304), a problem,
  * and the request's one log line and metrics, written once for every answer.
  */
-import type { ReadOutcome } from '../../cache/read-outcome.js';
+
 import { gzipBody } from '../../cache/entry.js';
+import type { ReadOutcome } from '../../cache/read-outcome.js';
 import { NotAcceptableError, type ProxyError, RateLimitedError } from '../../errors/proxy-error.js';
 import { etagMatches } from '../../http/conditional.js';
 import { chooseCoding } from '../../http/content-coding.js';

@@ -34,7 +34,7 @@ import type { LimitVerdict } from '../../limits/limit-verdict.js';
 import { clientTraceFields } from '../../observability/trace-context.js';
 import type { CanonicalMemo } from '../../request/memo.js';
 import { type AnswerRecorders, fail, finish, respond } from './answers.js';
-import { type Exchange, type ExchangeAt, type Stage, reached } from './exchange.js';
+import { type Exchange, type ExchangeAt, reached, type Stage } from './exchange.js';
 
 /** What the steps work with: the domains, and where answers are recorded. */
 export interface DataPlaneParts extends AnswerRecorders {
