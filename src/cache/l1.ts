@@ -102,9 +102,4 @@ export class L1Cache {
   footprint(): { readonly entries: number; readonly bytes: number } {
     return { entries: this.#entries.size, bytes: this.#entries.totalSize };
   }
-
-  clear(): void {
-    this.#entries.clear();
-    this.#generations.clear();
-  }
 }

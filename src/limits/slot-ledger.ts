@@ -72,12 +72,6 @@ export class SlotLedger {
     return this.#holds.size;
   }
 
-  /** Starts within the window ending at `now`, and those due ahead of it. */
-  started(now: number): number {
-    this.#forget(now);
-    return this.#starts.length;
-  }
-
   /** Grants as many of `ids` as the limits allow now, in order. */
   grant(now: number, ids: readonly string[], limits: BudgetLimits): GrantResult {
     this.#forget(now);

@@ -65,13 +65,6 @@ export class RecentMap<K, V> {
     }
   }
 
-  clear(): void {
-    this.#current.clear();
-    this.#previous.clear();
-    this.#currentSize = 0;
-    this.#previousSize = 0;
-  }
-
   /** Entries held (both generations). */
   get size(): number {
     return this.#current.size + this.#previous.size;

@@ -1,7 +1,7 @@
 /**
  * The sandbox's rate limit (docs/sandbox.md): API requests beyond this many within one wall-clock
- * second are answered 429 (fixed one-second windows). Set at creation, by `Sandbox.setRateLimit`
- * and by `PUT /__sandbox/rate-limit`.
+ * second are answered 429 (fixed one-second windows). Set at creation and by
+ * `PUT /__sandbox/rate-limit`.
  */
 
 export class RateLimitSwitch {

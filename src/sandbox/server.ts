@@ -66,7 +66,6 @@ export interface Sandbox {
   /** The last API requests' trace headers (control on; else always empty). */
   received(): ReceivedRequest[];
   resetStats(): void;
-  setRateLimit(perSecond: number): void;
   /** Switches the validators pages carry, and the conditional requests evaluated with them. */
   setValidators(settings: ValidatorSettings): void;
   /**
@@ -194,7 +193,6 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       arrivals.reset();
       requests.clear();
     },
-    setRateLimit: (perSecond) => rateLimit.set(perSecond),
     setValidators: (settings) => representations.set(settings),
     refuse: (ms) => listener.refuse(ms),
     accept: () => listener.accept(),
