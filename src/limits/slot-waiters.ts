@@ -3,6 +3,10 @@
  * that stops waiting (its bound wait is over) just leaves the line: it consumes nothing, and a slot
  * granted for it goes to the next one (issue 8: under overload, waiters that had given up still
  * spent the budget).
+ *
+ * Prefetches (issue 19) wait in a second line, served only when the first is empty, and take only
+ * a slot that can start at once: a prefetch never waits ahead of a client's request, nor holds a
+ * slot whose start is still to come.
  */
 
 export interface Slot {
@@ -20,40 +24,74 @@ interface Waiter {
 export class SlotWaiters {
   /** Insertion-ordered: the first entry is the longest waiting. */
   readonly #line = new Map<number, Waiter>();
+  /** Prefetches, served when `#line` is empty. */
+  readonly #spare = new Map<number, Waiter>();
+  readonly #now: () => number;
   #next = 0;
 
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** Slots wanted: every request waiting, prefetches included. */
   get size(): number {
+    return this.#line.size + this.#spare.size;
+  }
+
+  /** Requests waiting in the first line (not prefetches). */
+  get requests(): number {
     return this.#line.size;
   }
 
   /** Resolves with a slot, or `undefined` when `maxWaitMs` passed (or the line was closed) first. */
   wait(maxWaitMs: number): Promise<Slot | undefined> {
+    return this.#enter(this.#line, maxWaitMs);
+  }
+
+  /** The same, in the prefetches' line. */
+  waitSpare(maxWaitMs: number): Promise<Slot | undefined> {
+    return this.#enter(this.#spare, maxWaitMs);
+  }
+
+  #enter(line: Map<number, Waiter>, maxWaitMs: number): Promise<Slot | undefined> {
     const id = this.#next++;
     return new Promise<Slot | undefined>((resolve) => {
       const timer = setTimeout(() => {
-        this.#line.delete(id);
+        line.delete(id);
         resolve(undefined);
       }, maxWaitMs);
-      this.#line.set(id, {
+      line.set(id, {
         take: (slot) => {
           clearTimeout(timer);
-          this.#line.delete(id);
+          line.delete(id);
           resolve(slot);
         },
       });
     });
   }
 
-  /** Gives `slot` to the longest waiting; `false` when nobody waits (the slot is not taken). */
+  /**
+   * Gives `slot` to the longest waiting request, else to the longest waiting prefetch if the slot
+   * can start now (a prefetch offered a later one gives up); `false` when the slot is not taken.
+   */
   hand(slot: Slot): boolean {
     const first = this.#line.values().next();
-    if (first.done === true) return false;
-    first.value.take(slot);
+    if (first.done !== true) {
+      first.value.take(slot);
+      return true;
+    }
+    const spare = this.#spare.values().next();
+    if (spare.done === true) return false;
+    if (slot.startAt > this.#now()) {
+      spare.value.take(undefined);
+      return false;
+    }
+    spare.value.take(slot);
     return true;
   }
 
   /** Everyone waiting is refused now. */
   refuseAll(): void {
-    for (const waiter of [...this.#line.values()]) waiter.take(undefined);
+    for (const waiter of [...this.#line.values(), ...this.#spare.values()]) waiter.take(undefined);
   }
 }

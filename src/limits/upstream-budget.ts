@@ -72,7 +72,7 @@ export class UpstreamBudget {
   readonly #own: SlotLedger;
   readonly #shared: SharedLedger | undefined;
   readonly #contact: BudgetContact;
-  readonly #waiters = new SlotWaiters();
+  readonly #waiters: SlotWaiters;
   /** This replica's slots that the shared ledger counts (granted there, or registered). */
   readonly #inShared = new Set<string>();
   readonly #onRedisFailure: ((error: unknown) => void) | undefined;
@@ -89,6 +89,7 @@ export class UpstreamBudget {
     this.#limits = { maxConcurrent: options.maxConcurrent, maxPerSecond: options.maxPerSecond };
     this.#replicas = () => Math.max(1, options.liveReplicas?.() ?? options.replicas);
     this.#now = options.now ?? Date.now;
+    this.#waiters = new SlotWaiters(this.#now);
     const holdMs = options.holdMs + HOLD_MARGIN_MS;
     // This replica's own slots count until they are released: it knows when its exchanges end.
     this.#own = new SlotLedger(Number.POSITIVE_INFINITY);
@@ -144,6 +145,24 @@ export class UpstreamBudget {
       } finally {
         this.#release(slot);
       }
+    }
+  }
+
+  /**
+   * Runs `job` in a slot the budget has to spare now, or refuses at once (issue 19: a prefetch):
+   * refused while any request of this replica waits for a slot, and given a slot only when no
+   * request waits and the slot can start at once, within `maxWaitMs` (the ledger's answer).
+   */
+  async runSpare<T>(job: () => Promise<T>, maxWaitMs: number): Promise<BudgetResult<T>> {
+    if (this.#closed || this.#waiters.requests > 0) return REFUSED;
+    const waiting = this.#waiters.waitSpare(maxWaitMs);
+    this.#pump();
+    const slot = await waiting;
+    if (slot === undefined) return REFUSED;
+    try {
+      return { kind: 'ran', value: await job() };
+    } finally {
+      this.#release(slot);
     }
   }
 

@@ -37,3 +37,65 @@ describe('upstream budget (one replica)', () => {
     budget.close();
   });
 });
+
+describe('upstream budget: a prefetch only with a slot to spare (issue 19)', () => {
+  const deferred = (): { promise: Promise<void>; release: () => void } => {
+    let release = (): void => undefined;
+    const promise = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    return { promise, release };
+  };
+
+  it('runs a prefetch when a slot is free and nobody waits', async () => {
+    const budget = createUpstreamBudget({ maxConcurrent: 2, maxPerSecond: 1000, replicas: 1, holdMs: 1_000 });
+    expect(await budget.runSpare(() => Promise.resolve('prefetched'), 50)).toEqual({
+      kind: 'ran',
+      value: 'prefetched',
+    });
+    budget.close();
+  });
+
+  it('refuses a prefetch at once while a request waits in line, and never takes the slot it waits for', async () => {
+    const budget = createUpstreamBudget({ maxConcurrent: 1, maxPerSecond: 1000, replicas: 1, holdMs: 1_000 });
+    const holding = deferred();
+    const first = budget.run(() => holding.promise.then(() => 'first'), 1_000);
+    const waiting = budget.run(() => Promise.resolve('client'), 1_000); // in line behind `first`
+    let prefetched = false;
+    const spare = await budget.runSpare(async () => {
+      prefetched = true;
+    }, 1_000);
+    expect(spare).toEqual({ kind: 'refused' });
+    holding.release();
+    expect(await first).toEqual({ kind: 'ran', value: 'first' });
+    expect(await waiting).toEqual({ kind: 'ran', value: 'client' });
+    expect(prefetched).toBe(false);
+    budget.close();
+  });
+
+  it('gives a freed slot to a request that came after a waiting prefetch', async () => {
+    const budget = createUpstreamBudget({ maxConcurrent: 1, maxPerSecond: 1000, replicas: 1, holdMs: 1_000 });
+    const holding = deferred();
+    const order: string[] = [];
+    const first = budget.run(() => holding.promise.then(() => order.push('first')), 1_000);
+    const spare = budget.runSpare(async () => order.push('prefetch'), 1_000); // nobody waited: it waits
+    const client = budget.run(async () => order.push('client'), 1_000); // came later, served first
+    holding.release();
+    await Promise.all([first, spare, client]);
+    expect(order.slice(0, 2)).toEqual(['first', 'client']);
+    budget.close();
+  });
+
+  it("refuses a prefetch when the second's starts are spent", async () => {
+    const budget = createUpstreamBudget({ maxConcurrent: 10, maxPerSecond: 1, replicas: 1, holdMs: 1_000 });
+    expect(await budget.run(() => Promise.resolve('client'), 50)).toEqual({ kind: 'ran', value: 'client' });
+    // The second's one start is spent: no slot comes within the prefetch's wait.
+    let prefetched = false;
+    const spare = await budget.runSpare(async () => {
+      prefetched = true;
+    }, 200);
+    expect(spare).toEqual({ kind: 'refused' });
+    expect(prefetched).toBe(false);
+    budget.close();
+  });
+});
