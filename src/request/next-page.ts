@@ -1,0 +1,53 @@
+/**
+ * The next page of a keyset walk (the seed's pagination rule: when `meta.has_more` is true, the
+ * next request repeats the same filters and sends `after_id` equal to `meta.next_after_id`): the
+ * canonical read a walker's next request makes, built from the page it was given. Pure; the
+ * prefetch (issue 19) keys and fetches exactly what that request would.
+ */
+import type { ProxyError } from '../errors/proxy-error.js';
+import type { CanonicalRead } from './canonical-read.js';
+import { canonicaliseListQuery, type RawParam } from './query.js';
+
+/** The cursor a list page names for the page after it; `undefined` when it is the last. */
+export function nextCursor(body: Buffer): string | undefined {
+  let page: unknown;
+  try {
+    page = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof page !== 'object' || page === null) return undefined;
+  const meta = (page as { readonly meta?: unknown }).meta;
+  if (typeof meta !== 'object' || meta === null) return undefined;
+  const { has_more: hasMore, next_after_id: next } = meta as {
+    readonly has_more?: unknown;
+    readonly next_after_id?: unknown;
+  };
+  if (hasMore !== true || typeof next !== 'number' || !Number.isSafeInteger(next) || next < 0) return undefined;
+  return String(next);
+}
+
+/** The canonical query's parameters, decoded (it was built strictly encoded: each decodes). */
+function paramsOf(query: string): RawParam[] {
+  if (query === '') return [];
+  return query.split('&').map((pair) => {
+    const at = pair.indexOf('=');
+    return { name: pair.slice(0, at), value: decodeURIComponent(pair.slice(at + 1)) };
+  });
+}
+
+/** The read of the page after `read`'s, at `cursor`; `undefined` for a record read or a cursor the grammar refuses. */
+export function nextPageRead(read: CanonicalRead, cursor: string): CanonicalRead | undefined {
+  if (read.kind !== 'list') return undefined;
+  const params = paramsOf(read.query).filter((p) => p.name !== 'after_id');
+  params.push({ name: 'after_id', value: cursor });
+  const query: { readonly text: string } | ProxyError = canonicaliseListQuery(read.resource, params);
+  if (query instanceof Error) return undefined;
+  return {
+    resource: read.resource,
+    kind: 'list',
+    id: undefined,
+    query: query.text,
+    upstreamTarget: `${read.upstreamTarget.slice(0, read.upstreamTarget.indexOf('?'))}?${query.text}`,
+  };
+}
