@@ -288,6 +288,7 @@ function wireReads(base: Base, shared: Shared, control: OperatorControl, origin:
     purges: cache.purges,
     refreshAhead: config.cache.refresh.ahead,
     maxBackgroundRefreshes: config.cache.refresh.maxConcurrent,
+    prefetch: config.cache.prefetch,
     now,
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });

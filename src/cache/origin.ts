@@ -20,6 +20,11 @@ export interface ReadRequest {
   readonly trace?: RequestTrace | undefined;
   /** While tracing is off: the client's W3C trace fields, passed on upstream unchanged. */
   readonly clientTrace?: TraceFields | undefined;
+  /**
+   * A prefetch (issue 19): fetched only with upstream capacity to spare now, never queued, and
+   * never while the upstream is failing or has asked the company to wait.
+   */
+  readonly spare?: boolean | undefined;
 }
 
 /**
@@ -71,6 +76,8 @@ export type OriginOutcome =
       /** The status the origin answered with, when it answered at all. */
       readonly upstreamStatus?: number;
       readonly upstreamMs: number;
+      /** A prefetch the upstream had no room for now (no slot to spare, a pause, a breaker not closed). */
+      readonly spareRefused?: true;
     };
 
 export type OriginFailure = Extract<OriginOutcome, { kind: 'failure' }>;

@@ -17,6 +17,8 @@ export type CachePolicy = Readonly<PolicyDurations>;
 /** One resource's settings in the config file: some or all of the policy, and who shares its entries. */
 export interface ResourcePolicySettings extends SomePolicyDurations {
   readonly partition?: Partition | undefined;
+  /** Next pages fetched ahead of keyset walkers (docs/cache.md#prefetch); off unless given. */
+  readonly prefetch?: boolean | undefined;
 }
 
 /** The cache settings the policies are made of (the config file's `cache`, as far as they go). */
@@ -28,6 +30,7 @@ export interface CacheSettings {
 
 export interface EffectivePolicy extends CachePolicy {
   readonly partition: Partition;
+  readonly prefetch: boolean;
 }
 
 /** Run-time overrides of a resource's policy, any of its durations. */
@@ -79,9 +82,10 @@ export class CachePolicies {
     for (const name of RESOURCE_NAMES) {
       const fromFile = this.#config.resources[name];
       const partition = fromFile?.partition ?? this.#config.partition;
+      const prefetch = fromFile?.prefetch ?? false;
       next.set(
         name,
-        Object.freeze({ ...this.#config.defaults, ...given(fromFile), ...given(overrides[name]), partition }),
+        Object.freeze({ ...this.#config.defaults, ...given(fromFile), ...given(overrides[name]), partition, prefetch }),
       );
     }
     this.#effective = next;

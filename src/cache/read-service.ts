@@ -31,6 +31,8 @@ import { FillTable, type Joined } from './fill-table.js';
 import type { L1Cache } from './l1.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
+import { PrefetchLedger } from './prefetch-ledger.js';
+import { Prefetcher } from './prefetcher.js';
 import { createLocalPurgeBus, type PurgeBus } from './purge-bus.js';
 import { fromAnswer, fromEntry, type ReadOutcome, staleIfError, wholeSeconds, withPolicy } from './read-outcome.js';
 import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
@@ -64,7 +66,7 @@ export interface ReadServiceOptions {
   /** How long a replica waits for another replica's fill before fetching itself, ms. */
   readonly coalesceWaitMs: number;
   readonly now?: () => number;
-  readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup' | 'revalidation'>;
+  readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup' | 'revalidation' | 'prefetch'>;
   /** Background refreshes and their failures, for tests and metrics. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** How purges reach the other replicas (default: this process only). */
@@ -76,6 +78,13 @@ export interface ReadServiceOptions {
   readonly refreshAhead?: number;
   /** Background refreshes running at once in this process, at most (default: no bound). */
   readonly maxBackgroundRefreshes?: number;
+  /**
+   * Next-page prefetch for the resources whose policy turns it on (prefetcher.ts); default: depth
+   * 2, 4 in flight, 2 per company.
+   */
+  readonly prefetch?: { readonly depth: number; readonly maxConcurrent: number; readonly maxPerCompany: number };
+  /** Walks ahead of keyset walkers, settled when over (tests). */
+  readonly onPrefetch?: (settled: Promise<void>) => void;
 }
 
 /** Fills a request joins or leads before it fetches with its own token regardless. */
@@ -99,6 +108,7 @@ class CacheReadService implements ReadService {
   readonly #fills = new FillTable();
   readonly #filler: Filler;
   readonly #refresher: BackgroundRefresher;
+  readonly #prefetcher: Prefetcher;
   readonly #purges: PurgeBus;
 
   constructor(options: ReadServiceOptions) {
@@ -115,11 +125,30 @@ class CacheReadService implements ReadService {
       lead: (request, address, policy, lookup) => this.#joinOrLead(request, address, policy, lookup, true).fill,
       onRefresh: options.onBackgroundRefresh,
     });
+    this.#prefetcher = this.#createPrefetcher(options);
     this.#purges = options.purges ?? createLocalPurgeBus();
     // The cache subscribes to its own purges: a replica's L1 never serves a group purged anywhere.
     this.#purges.subscribe((company, resource) => {
       for (const name of resource === undefined ? RESOURCE_NAMES : [resource])
         options.l1?.forgetGroup(groupTag({ company, resource: name }));
+    });
+  }
+
+  #createPrefetcher(options: ReadServiceOptions): Prefetcher {
+    const settings = options.prefetch ?? { depth: 2, maxConcurrent: 4, maxPerCompany: 2 };
+    const metrics = options.metrics;
+    return new Prefetcher({
+      enabled: (resource) => options.policies.policyFor(resource).prefetch,
+      depth: settings.depth,
+      ledger: new PrefetchLedger({ maxInFlight: settings.maxConcurrent, maxPerCompany: settings.maxPerCompany }),
+      addressOf: (request) => this.#addressOf(request),
+      held: (address, policy) => this.#held(address, policy),
+      filling: (key) => this.#fills.has(key),
+      reads: this.#reads,
+      lead: (request, address, policy, lookup) => this.#joinOrLead(request, address, policy, lookup, true).fill,
+      now: this.#now,
+      count: metrics === undefined ? undefined : (result) => metrics.prefetch(result),
+      onWalk: options.onPrefetch,
     });
   }
 
@@ -157,8 +186,8 @@ class CacheReadService implements ReadService {
     };
   }
 
-  /** A fresh entry held in this process: the L1 in front of a remote store, or the store itself. */
-  #hotHit(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
+  /** A copy held in this process, under the policy in force: the L1 in front of a remote store, or the store itself. */
+  #heldCopy(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
     const { l1, store } = this.#options;
     let entry: CacheEntry | undefined;
     if (l1 !== undefined) entry = l1.get(address.key, address.tag);
@@ -166,13 +195,26 @@ class CacheReadService implements ReadService {
       const peeked = store.peek(address);
       if (isCurrent(peeked)) entry = peeked.entry;
     }
+    return entry === undefined ? undefined : withPolicy(entry, policy);
+  }
+
+  /** A fresh copy held in this process. */
+  #held(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
+    const entry = this.#heldCopy(address, policy);
+    return entry !== undefined && this.#now() < entry.freshUntil ? entry : undefined;
+  }
+
+  /** A fresh entry held in this process, served. */
+  #hotHit(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
+    const entry = this.#heldCopy(address, policy);
     if (entry === undefined) return undefined;
-    entry = withPolicy(entry, policy);
     const at = this.#now();
     if (at >= entry.freshUntil) return undefined;
+    const { l1 } = this.#options;
     if (l1?.dueForReread(address.key) === true && !this.#reads.isReading(address.key))
       this.#rereadIntoL1(address, policy, entry);
     if (this.#refresher.isDue(address.key, entry, at)) this.#refresher.refreshAhead(request, address, policy, entry);
+    this.#prefetcher.served(request, address, entry);
     return fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) });
   }
 
@@ -233,6 +275,7 @@ class CacheReadService implements ReadService {
     if (at < current.freshUntil) {
       this.#options.l1?.set(address.key, current);
       if (this.#refresher.isDue(address.key, current, at)) this.#refresher.refresh(request, address, policy, lookup);
+      this.#prefetcher.served(request, address, current);
       return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });
     }
     if (at < current.freshUntil + policy.staleWhileRevalidate * 1000) {
@@ -259,7 +302,10 @@ class CacheReadService implements ReadService {
     for (let attempt = 0; attempt < MAX_JOIN_ATTEMPTS; attempt++) {
       const joined = this.#joinOrLead(request, address, policy, lookup);
       const result = await this.#awaitFill(request, joined);
-      if (result.kind === 'entry') return this.#fromFill(result, joined.leader, policy);
+      if (result.kind === 'entry') {
+        this.#prefetcher.served(request, address, result.entry);
+        return this.#fromFill(result, joined.leader, policy);
+      }
       if (result.kind === 'failure') return failed(result.outcome);
       if (result.kind === 'private' && joined.leader) return passOn(result.answer);
       // The leader's 401/403/429 was its own, or a background refresh stood down: this request

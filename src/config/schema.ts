@@ -14,7 +14,11 @@ const positiveSeconds = z.number().positive().max(3600);
 
 const cachePolicy = policyDurationsSchema;
 
-const resourceCachePolicy = somePolicyDurationsSchema.extend({ partition: z.enum(PARTITIONS).optional() });
+const resourceCachePolicy = somePolicyDurationsSchema.extend({
+  partition: z.enum(PARTITIONS).optional(),
+  /** Next pages of keyset walks fetched ahead of the walker (docs/cache.md#prefetch). */
+  prefetch: z.boolean().optional(),
+});
 
 const rateLimitPolicy = z.strictObject({
   points: z.number().int().min(1).max(10_000_000),
@@ -48,6 +52,15 @@ export const configSchema = z.strictObject({
       ahead: z.number().min(0).max(0.5),
       /** Background refreshes running at once per replica. */
       maxConcurrent: z.number().int().min(1).max(10_000),
+    }),
+    /** Next-page prefetch, for the resources whose `prefetch` is on (docs/cache.md#prefetch). */
+    prefetch: z.strictObject({
+      /** Pages fetched ahead of a walker, at most. */
+      depth: z.number().int().min(1).max(10),
+      /** Prefetches in flight per replica, at most. */
+      maxConcurrent: z.number().int().min(1).max(1_000),
+      /** Prefetches in flight for one company per replica, at most. */
+      maxPerCompany: z.number().int().min(1).max(100),
     }),
   }),
   redis: z.strictObject({
@@ -127,6 +140,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     memory: { maxBytes: 268_435_456 },
     l1: { maxBytes: 67_108_864, ttl: 1 },
     refresh: { ahead: 0.1, maxConcurrent: 8 },
+    prefetch: { depth: 2, maxConcurrent: 4, maxPerCompany: 2 },
   },
   redis: { commandTimeoutMs: 100 },
   rateLimit: {

@@ -23,6 +23,7 @@ import type { RateLimitPolicy } from '../errors/proxy-error.js';
 import {
   COALESCED_WAITS,
   GAUGES,
+  PREFETCHES,
   RATE_LIMITED,
   REDIS_ERRORS,
   REVALIDATIONS,
@@ -53,6 +54,17 @@ export type CoalesceScope = 'process' | 'replicas';
 export type UpstreamRefusal = 'budget' | 'breaker' | 'paused';
 /** What a refresh of a stored page learnt: 304, the same body in a 200, or another answer. */
 export type RevalidationResult = 'not_modified' | 'identical' | 'modified';
+/** What became of a next page fetched ahead of a keyset walker (docs/cache.md#prefetch), or why none was. */
+export type PrefetchResult =
+  | 'started'
+  | 'used'
+  | 'wasted'
+  | 'failed'
+  | 'cached'
+  | 'filling'
+  | 'leased'
+  | 'cap'
+  | 'budget';
 
 export interface Metrics {
   /** One per request the proxy answered on its API port. */
@@ -69,6 +81,8 @@ export interface Metrics {
   storeLookup(result: 'hit' | 'stale' | 'miss' | 'unavailable'): void;
   /** A refresh of a stored page (docs/cache.md#revalidation), by what the upstream said. */
   revalidation(result: RevalidationResult): void;
+  /** A next page fetched ahead of a walker, or not (docs/cache.md#prefetch). */
+  prefetch(result: PrefetchResult): void;
   /** Prometheus text for a scrape. */
   render(): Promise<string>;
 }
@@ -91,6 +105,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const l1Lookups = new L1Lookups(registry);
   const storeLookups = registry.counter(STORE_LOOKUPS);
   const revalidations = registry.counter(REVALIDATIONS);
+  const prefetches = registry.counter(PREFETCHES);
   for (const gauge of GAUGES) {
     const read = gauge.read(options);
     if (read !== undefined) registry.gauge(gauge, read);
@@ -110,6 +125,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     l1Lookup: (hit) => l1Lookups.record(hit),
     storeLookup: (result) => storeLookups.labels(result).inc(),
     revalidation: (result) => revalidations.labels(result).inc(),
+    prefetch: (result) => prefetches.labels(result).inc(),
     render: () => registry.render(),
   };
 }

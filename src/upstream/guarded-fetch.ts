@@ -27,12 +27,29 @@ export interface GuardOptions {
   readonly now?: () => number;
 }
 
+/** The longest a prefetch waits for a slot to spare: one answer of the shared ledger, ms. */
+const SPARE_WAIT_MS = 100;
+
+/** A prefetch refused (issue 19): a failure of its own, which no client ever sees. */
+const NO_SPARE = {
+  kind: 'failure',
+  error: new UpstreamUnavailableError(1),
+  fwdStatus: 503,
+  upstreamMs: 0,
+  spareRefused: true,
+} as const satisfies OriginOutcome;
+
 export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
   const { breaker, pause, budget, metrics } = options;
   const now = options.now ?? Date.now;
   return async (request, validators) => {
     const company = request.principal.company;
+    // A prefetch never probes a breaker that is not closed, nor takes a slot a client waits for;
+    // its refusals are counted as prefetches (src/cache/prefetcher.ts), not as refused requests.
+    const spare = request.spare === true;
+    if (spare && breaker.state !== 'closed') return NO_SPARE;
     const paused = await pause.check(company);
+    if (paused.kind === 'paused' && spare) return NO_SPARE;
     if (paused.kind === 'paused') {
       metrics?.upstreamRefused('paused');
       return {
@@ -52,7 +69,14 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
         upstreamMs: 0,
       };
     }
-    const slot = await budget.run(() => fetch(request, validators), options.maxQueueWaitMs);
+    const job = (): Promise<OriginOutcome> => fetch(request, validators);
+    const slot = spare
+      ? await budget.runSpare(job, Math.min(SPARE_WAIT_MS, options.maxQueueWaitMs))
+      : await budget.run(job, options.maxQueueWaitMs);
+    if (slot.kind === 'refused' && spare) {
+      if (paused.probe) await pause.resume(company);
+      return NO_SPARE;
+    }
     if (slot.kind === 'refused') {
       // The upstream's budget is spent for now: not a failure of the upstream, so not the breaker's.
       metrics?.upstreamRefused('budget');

@@ -129,6 +129,7 @@ function start(): void {
       l1Lookup: () => undefined,
       storeLookup: () => undefined,
       revalidation: (result) => revalidations.push(result),
+      prefetch: () => undefined,
     },
     onBackgroundRefresh: (settled) => refreshes.push(settled),
   });

@@ -141,6 +141,13 @@ export const REVALIDATIONS = {
   zeroes: [['not_modified'], ['identical'], ['modified']],
 } as const satisfies CounterDefinition<string>;
 
+export const PREFETCHES = {
+  name: 'slab_proxy_prefetches_total',
+  help: 'Next pages of keyset walks fetched ahead of the walker: started, used (a request took the page), wasted (expired unused), failed (the upstream refused or failed), and skipped by reason: cached, filling, leased (another replica), cap, budget (no slot to spare).',
+  labelNames: ['result'],
+  zeroes: [['started'], ['used'], ['wasted'], ['failed'], ['cached'], ['filling'], ['leased'], ['cap'], ['budget']],
+} as const satisfies CounterDefinition<string>;
+
 /** A gauge per in-process cache tier, of what `read` takes from its footprint. */
 function tierGauge(name: string, what: string, read: (tier: CacheFootprint) => number): GaugeDefinition {
   return {

@@ -1,0 +1,157 @@
+/**
+ * Next-page prefetch for keyset walkers (docs/cache.md#prefetch, issue 19). When a list page that
+ * has more is answered, the page after it (the same filters and `per_page`, `after_id` from the
+ * page's `meta.next_after_id`: src/request/next-page.ts) is fetched in the background, and so on up
+ * to `depth` pages ahead of the walker, so that its next request is a hit or joins the fetch in
+ * flight. A walker that keeps following is kept that far ahead: its request for a page fetched
+ * ahead looks past the pages already held.
+ *
+ * What keeps it safe and cheap:
+ * - the request of the page that was answered, for the next read: its credential, company and
+ *   partition, so the page is keyed and stored exactly as the walker's own request would store it;
+ *   the fill stores only what it stores for any request (a 200 page), never an error;
+ * - the fill runs as a background fill: one per key in the process (a key being filled is left
+ *   alone), and none while another replica holds the key's lease;
+ * - the origin is asked as a prefetch (`spare`): only with an upstream slot to spare now, never
+ *   queued, never while the breaker is not closed or the company is paused
+ *   (src/upstream/guarded-fetch.ts);
+ * - bounded in flight, per replica and per company (prefetch-ledger.ts); a failure ends the walk
+ *   ahead; a page held once is not looked past again for every hit of it.
+ */
+import type { ResourceName } from '../catalog/resources.js';
+import type { PrefetchResult } from '../observability/metrics.js';
+import { nextCursor, nextPageRead } from '../request/next-page.js';
+import type { CacheAddress } from './cache-key.js';
+import type { CacheEntry } from './entry.js';
+import type { Fill } from './fill.js';
+import type { ReadRequest } from './origin.js';
+import type { EffectivePolicy } from './policy.js';
+import type { PrefetchLedger } from './prefetch-ledger.js';
+import { withPolicy } from './read-outcome.js';
+import { isCurrent, type StoreLookup } from './store.js';
+import type { StoreReads } from './store-reads.js';
+
+export interface PrefetcherOptions {
+  /** Whether prefetch is on for the resource (its policy, read for each page). */
+  readonly enabled: (resource: ResourceName) => boolean;
+  /** Pages fetched ahead of the walker, at most. */
+  readonly depth: number;
+  readonly ledger: PrefetchLedger;
+  /** The read's policy and cache address, as the read service keys it. */
+  readonly addressOf: (request: ReadRequest) => { readonly policy: EffectivePolicy; readonly address: CacheAddress };
+  /** A fresh copy held in this process, if any. */
+  readonly held: (address: CacheAddress, policy: EffectivePolicy) => CacheEntry | undefined;
+  /** Whether the key is being filled in this process. */
+  readonly filling: (key: string) => boolean;
+  readonly reads: StoreReads;
+  /** Leads the key's fill as a background fill (or joins the one in flight). */
+  readonly lead: (
+    request: ReadRequest,
+    address: CacheAddress,
+    policy: EffectivePolicy,
+    lookup: StoreLookup,
+  ) => Promise<Fill>;
+  readonly now: () => number;
+  readonly count?: ((result: PrefetchResult) => void) | undefined;
+  /** Told of every walk ahead, settled when it is over (tests). */
+  readonly onWalk?: ((settled: Promise<void>) => void) | undefined;
+}
+
+/** A page and the request that read it: where the walk ahead stands. */
+interface Place {
+  readonly request: ReadRequest;
+  readonly entry: CacheEntry;
+}
+
+export class Prefetcher {
+  readonly #options: PrefetcherOptions;
+  /** Pages already looked past (by their body, which every copy of a stored page shares): a page hit again and again starts no new walk ahead. */
+  readonly #lookedPast = new WeakSet<Buffer>();
+  /** Each page body's next cursor, read once. */
+  readonly #cursors = new WeakMap<Buffer, string | null>();
+
+  constructor(options: PrefetcherOptions) {
+    if (!(Number.isInteger(options.depth) && options.depth >= 1 && options.depth <= 10))
+      throw new TypeError('cache.prefetch.depth must be an integer from 1 to 10');
+    this.#options = options;
+  }
+
+  /** A request was answered with a fresh `entry` of `address`: counts a page fetched ahead, and walks ahead. */
+  served(request: ReadRequest, address: CacheAddress, entry: CacheEntry): void {
+    const { ledger, count, now } = this.#options;
+    const at = now();
+    const taken = ledger.take(address.key, at);
+    if (taken !== undefined) count?.(taken);
+    for (let wasted = ledger.sweep(at); wasted > 0; wasted--) count?.('wasted');
+    if (request.spare === true || request.read.kind !== 'list' || entry.status !== 200) return;
+    if (!this.#options.enabled(request.read.resource.name) || this.#lookedPast.has(entry.body)) return;
+    this.#lookedPast.add(entry.body);
+    const walk = this.#walkAhead({ request, entry }).catch(() => undefined);
+    this.#options.onWalk?.(walk);
+  }
+
+  /** Up to `depth` pages past `from`: those held are passed over, the first missing one fetched, and on. */
+  async #walkAhead(from: Place): Promise<void> {
+    let place = from;
+    for (let left = this.#options.depth; left > 0; left--) {
+      const next = this.#nextRequest(place);
+      if (next === undefined) return;
+      const reached = await this.#reach(next);
+      if (reached === undefined) return;
+      place = { request: next, entry: reached };
+    }
+  }
+
+  /** The request of the page after `place`'s: the same credential, a prefetch, no client's trace. */
+  #nextRequest(place: Place): ReadRequest | undefined {
+    let cursor = this.#cursors.get(place.entry.body);
+    if (cursor === undefined) {
+      cursor = nextCursor(place.entry.body) ?? null;
+      this.#cursors.set(place.entry.body, cursor);
+    }
+    if (cursor === null) return undefined;
+    const read = nextPageRead(place.request.read, cursor);
+    if (read === undefined) return undefined;
+    return { ...place.request, read, trace: undefined, clientTrace: undefined, spare: true };
+  }
+
+  /** The page `request` reads: held, stored, or fetched now; `undefined` when the walk ahead ends here. */
+  async #reach(request: ReadRequest): Promise<CacheEntry | undefined> {
+    const { addressOf, held, filling, ledger, reads, lead, now } = this.#options;
+    const { policy, address } = addressOf(request);
+    const copy = held(address, policy);
+    if (copy !== undefined) return copy;
+    if (filling(address.key)) return this.#ends('filling');
+    const company = request.principal.company;
+    if (!ledger.tryStart(company)) return this.#ends('cap');
+    try {
+      const lookup = await reads.read(address);
+      if (isCurrent(lookup)) {
+        const stored = withPolicy(lookup.entry, policy);
+        if (now() < stored.freshUntil) {
+          this.#options.count?.('cached');
+          return stored;
+        }
+      }
+      if (filling(address.key)) return this.#ends('filling');
+      this.#options.count?.('started');
+      return this.#fetched(address, await lead(request, address, policy, lookup));
+    } finally {
+      ledger.end(company);
+    }
+  }
+
+  #fetched(address: CacheAddress, fill: Fill): CacheEntry | undefined {
+    if (fill.kind === 'skipped') return this.#ends('leased');
+    if (fill.kind === 'failure') return this.#ends(fill.outcome.spareRefused === true ? 'budget' : 'failed');
+    if (fill.kind !== 'entry') return this.#ends('failed');
+    const pushedOut = this.#options.ledger.fetched(address.key, fill.entry.freshUntil);
+    for (let i = 0; i < pushedOut; i++) this.#options.count?.('wasted');
+    return fill.entry;
+  }
+
+  #ends(result: PrefetchResult): undefined {
+    this.#options.count?.(result);
+    return undefined;
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * Next-page prefetch (docs/cache.md#prefetch, issue 19), through the read service with the
+ * in-process store and a fake origin that pages a collection by keyset: what is fetched ahead (the
+ * next pages, up to the depth, as prefetches under the walker's own credential), what the walker
+ * then gets (hits, counted as used), and what is not fetched or stored (a last page, a resource
+ * without prefetch, an error answer, a prefetch the upstream has no room for, another company's
+ * request), with the caps per replica and per company.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Principal } from '../../src/auth/principal.js';
+import { LOCAL_COORDINATOR } from '../../src/cache/coordinator.js';
+import { createMemoryStore } from '../../src/cache/memory-store.js';
+import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/origin.js';
+import { CachePolicies } from '../../src/cache/policy.js';
+import type { ReadOutcome } from '../../src/cache/read-outcome.js';
+import { createReadService, type ReadService } from '../../src/cache/read-service.js';
+import { ProxyError, UpstreamUnavailableError } from '../../src/errors/proxy-error.js';
+import type { PrefetchResult } from '../../src/observability/metrics.js';
+import { canonicaliseTarget } from '../helpers/canonicalise.js';
+import { configWith } from '../helpers/env.js';
+
+function principal(company: string): Principal {
+  return {
+    company,
+    credential: `sub:walker-${company}`,
+    subject: `walker-${company}`,
+    tokenId: undefined,
+    permissions: new Set(['view_slab', 'view_slab_logistics']),
+    employee: undefined,
+    scope: undefined,
+    modules: undefined,
+    expiresAt: Date.now() / 1000 + 3600,
+    tokenDigest: `digest-${company}`,
+  };
+}
+
+function request(target: string, company = '1'): ReadRequest {
+  const read = canonicaliseTarget(`/api/slab/v1/operations/${target}`);
+  if (read instanceof ProxyError) throw new Error(read.code);
+  return { read, principal: principal(company), token: `token-of-${company}`, requestId: 'req' };
+}
+
+/** 10 records a company, ids 1..10, pages of `per_page` after `after_id`. */
+function page(company: string, afterId: number, perPage: number): Buffer {
+  const ids = Array.from({ length: 10 }, (_, i) => i + 1).filter((id) => id > afterId);
+  const data = ids.slice(0, perPage).map((id) => ({ id, company }));
+  const hasMore = ids.length > perPage;
+  const last = data.at(-1)?.id ?? afterId;
+  return Buffer.from(JSON.stringify({ data, meta: { per_page: perPage, has_more: hasMore, next_after_id: last } }));
+}
+
+interface Asked {
+  readonly target: string;
+  readonly company: string;
+  readonly token: string;
+  readonly spare: boolean;
+}
+
+let clock: number;
+let asked: Asked[];
+let refuse: ((request: ReadRequest) => OriginOutcome | undefined) | undefined;
+let counted: PrefetchResult[];
+let walks: Array<Promise<void>>;
+let reads: ReadService;
+let gate: Promise<void> | undefined;
+
+const origin: Origin = async (req) => {
+  asked.push({
+    target: req.read.upstreamTarget,
+    company: req.principal.company,
+    token: req.token,
+    spare: req.spare === true,
+  });
+  if (req.spare === true && gate !== undefined) await gate;
+  const refused = refuse?.(req);
+  if (refused !== undefined) return refused;
+  const query = new URLSearchParams(req.read.query);
+  const body = page(req.principal.company, Number(query.get('after_id') ?? 0), Number(query.get('per_page')));
+  return {
+    kind: 'answer',
+    answer: {
+      status: 200,
+      contentType: 'application/json',
+      retryAfter: undefined,
+      etag: undefined,
+      lastModified: undefined,
+      body,
+      elapsedMs: 1,
+    },
+  };
+};
+
+function start(
+  options: { depth?: number; maxConcurrent?: number; maxPerCompany?: number; prefetch?: boolean } = {},
+): void {
+  reads = createReadService({
+    store: createMemoryStore({ maxBytes: 1_048_576, now: () => clock }),
+    l1: undefined,
+    coordinator: LOCAL_COORDINATOR,
+    policies: new CachePolicies(
+      configWith({ cache: { resources: { receipts: { ttl: 60, prefetch: options.prefetch ?? true } } } }).cache,
+    ),
+    keyPrefix: 'test',
+    fetch: origin,
+    coalesceWaitMs: 100,
+    now: () => clock,
+    metrics: {
+      coalesced: () => undefined,
+      l1Lookup: () => undefined,
+      storeLookup: () => undefined,
+      revalidation: () => undefined,
+      prefetch: (result) => counted.push(result),
+    },
+    prefetch: {
+      depth: options.depth ?? 2,
+      maxConcurrent: options.maxConcurrent ?? 4,
+      maxPerCompany: options.maxPerCompany ?? 2,
+    },
+    onPrefetch: (walk) => walks.push(walk),
+  });
+}
+
+async function serve(target: string, company = '1'): Promise<ReadOutcome> {
+  const outcome = await reads.serve(request(target, company));
+  if (outcome instanceof ProxyError) throw new Error(outcome.code);
+  return outcome;
+}
+
+/** Every walk ahead started so far, and those they started, settled. */
+async function settled(): Promise<void> {
+  for (let seen = 0; seen < walks.length; seen = walks.length) await Promise.all(walks.slice(seen));
+}
+
+const targets = (): string[] => asked.map((a) => a.target.slice(a.target.indexOf('?') + 1));
+
+beforeEach(() => {
+  clock = 1_000_000;
+  asked = [];
+  refuse = undefined;
+  counted = [];
+  walks = [];
+  gate = undefined;
+});
+
+// A walk ahead still running would push into the next test's record.
+afterEach(settled);
+
+describe('next-page prefetch', () => {
+  it('fetches the next pages ahead of a walker, as prefetches under its own credential, and its next requests are hits', async () => {
+    start({ depth: 2 });
+    expect((await serve('receipts?per_page=3')).cacheResult).toBe('miss');
+    await settled();
+    expect(targets()).toEqual(['per_page=3', 'after_id=3&per_page=3', 'after_id=6&per_page=3']);
+    expect(asked.map((a) => [a.company, a.token, a.spare])).toEqual([
+      ['1', 'token-of-1', false],
+      ['1', 'token-of-1', true],
+      ['1', 'token-of-1', true],
+    ]);
+    const second = await serve('receipts?after_id=3&per_page=3');
+    expect(second.cacheResult).toBe('hit');
+    expect(JSON.parse(second.body.toString()).data.map((r: { id: number }) => r.id)).toEqual([4, 5, 6]);
+    await settled();
+    // The walker took page 2: the proxy stays two ahead, page 4 (the last) now fetched too.
+    expect(targets().slice(3)).toEqual(['after_id=9&per_page=3']);
+    expect((await serve('receipts?after_id=6&per_page=3')).cacheResult).toBe('hit');
+    expect((await serve('receipts?after_id=9&per_page=3')).cacheResult).toBe('hit');
+    await settled();
+    expect(asked).toHaveLength(4); // the last page names no next one
+    expect(counted.filter((r) => r === 'started')).toHaveLength(3);
+    expect(counted.filter((r) => r === 'used')).toHaveLength(3);
+  });
+
+  it('fetches nothing ahead for a resource without prefetch, a record, or the last page', async () => {
+    start({ prefetch: false });
+    await serve('receipts?per_page=3');
+    await serve('receipts/4');
+    await settled();
+    expect(asked).toHaveLength(2);
+    start();
+    await serve('receipts?after_id=7&per_page=3'); // ids 8, 9, 10: the last page
+    await settled();
+    expect(asked).toHaveLength(3);
+    expect(counted).toEqual([]);
+  });
+
+  it('stores no error in a page’s place, and ends the walk ahead at the first', async () => {
+    start({ depth: 3 });
+    refuse = (req) =>
+      req.spare === true
+        ? {
+            kind: 'failure',
+            error: new UpstreamUnavailableError(1),
+            fwdStatus: 502,
+            upstreamStatus: 500,
+            upstreamMs: 1,
+          }
+        : undefined;
+    await serve('receipts?per_page=3');
+    await settled();
+    expect(targets()).toEqual(['per_page=3', 'after_id=3&per_page=3']);
+    expect(counted).toEqual(['started', 'failed']);
+    refuse = undefined;
+    // The walker's own request for that page: a miss it fetches itself, not an error from the store.
+    const second = await serve('receipts?after_id=3&per_page=3');
+    expect(second.cacheResult).toBe('miss');
+    expect(second.status).toBe(200);
+  });
+
+  it('counts a prefetch the upstream has no room for, and stores nothing', async () => {
+    start();
+    refuse = (req) =>
+      req.spare === true
+        ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
+        : undefined;
+    await serve('receipts?per_page=3');
+    await settled();
+    expect(counted).toEqual(['started', 'budget']);
+    expect((await serve('receipts?after_id=3&per_page=3')).cacheResult).toBe('miss');
+  });
+
+  it('keeps each company’s pages its own: another company’s same request is its own miss', async () => {
+    start();
+    await serve('receipts?per_page=3', '1');
+    await settled();
+    const other = await serve('receipts?after_id=3&per_page=3', '2');
+    expect(other.cacheResult).toBe('miss');
+    expect(JSON.parse(other.body.toString()).data.every((r: { company: string }) => r.company === '2')).toBe(true);
+    const own = await serve('receipts?after_id=3&per_page=3', '1');
+    expect(JSON.parse(own.body.toString()).data.every((r: { company: string }) => r.company === '1')).toBe(true);
+  });
+
+  it('holds the caps in flight: one company’s walks, then the replica’s', async () => {
+    let open = (): void => undefined;
+    gate = new Promise((resolve) => {
+      open = resolve;
+    });
+    start({ depth: 1, maxConcurrent: 2, maxPerCompany: 1 });
+    await serve('receipts?per_page=2', '1'); // its prefetch waits at the upstream
+    await serve('receipts?per_page=3', '1'); // company 1 has one in flight: skipped
+    await serve('receipts?per_page=2', '2'); // the replica's second in flight
+    await serve('receipts?per_page=2', '3'); // two in flight: skipped
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(asked.filter((a) => a.spare).map((a) => a.company)).toEqual(['1', '2']);
+    expect(counted.filter((r) => r === 'cap')).toHaveLength(2);
+    open();
+    await settled();
+    expect((await serve('receipts?after_id=2&per_page=2', '1')).cacheResult).toBe('hit');
+    expect((await serve('receipts?after_id=2&per_page=2', '3')).cacheResult).toBe('miss');
+  });
+});
