@@ -306,7 +306,9 @@ class CacheReadService implements ReadService {
         this.#prefetcher.served(request, address, result.entry);
         return this.#fromFill(result, joined.leader, policy);
       }
-      if (result.kind === 'failure') return failed(result.outcome);
+      // A prefetch's refusal (no upstream slot to spare) is no answer for a client that joined it.
+      if (result.kind === 'failure' && result.outcome.spareRefused !== true) return failed(result.outcome);
+      if (result.kind === 'failure') continue;
       if (result.kind === 'private' && joined.leader) return passOn(result.answer);
       // The leader's 401/403/429 was its own, or a background refresh stood down: this request
       // tries again with its own token (docs/cache.md), leading or joining the next fill.

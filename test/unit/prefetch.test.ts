@@ -218,6 +218,27 @@ describe('next-page prefetch', () => {
     expect((await serve('receipts?after_id=3&per_page=3')).cacheResult).toBe('miss');
   });
 
+  it('a walker that joins a prefetch the upstream had no room for fetches its page itself', async () => {
+    let open = (): void => undefined;
+    gate = new Promise((resolve) => {
+      open = resolve;
+    });
+    start({ depth: 1 });
+    refuse = (req) =>
+      req.spare === true
+        ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
+        : undefined;
+    await serve('receipts?per_page=3');
+    // The prefetch of page 2 is in flight; the walker asks for page 2 and joins it.
+    const second = reads.serve(request('receipts?after_id=3&per_page=3'));
+    await new Promise((resolve) => setImmediate(resolve));
+    open();
+    const outcome = await second;
+    if (outcome instanceof ProxyError) throw new Error(`a ${String(outcome.status)} from a prefetch's refusal`);
+    expect(outcome.status).toBe(200);
+    expect(asked.map((a) => a.spare)).toEqual([false, true, false]);
+  });
+
   it('keeps each company’s pages its own: another company’s same request is its own miss', async () => {
     start();
     await serve('receipts?per_page=3', '1');
