@@ -33,8 +33,8 @@ export interface EffectivePolicy extends CachePolicy {
   readonly prefetch: boolean;
 }
 
-/** Run-time overrides of a resource's policy, any of its durations. */
-export type PolicyOverride = SomePolicyDurations;
+/** Run-time overrides of a resource's policy: any of its durations, and its prefetch switch. */
+export type PolicyOverride = SomePolicyDurations & { readonly prefetch?: boolean | undefined };
 export type PolicyOverrides = Partial<Record<ResourceName, PolicyOverride | undefined>>;
 
 /** The durations that are given: a layer that leaves one out (or gives `undefined`) keeps the one below. */
@@ -82,7 +82,7 @@ export class CachePolicies {
     for (const name of RESOURCE_NAMES) {
       const fromFile = this.#config.resources[name];
       const partition = fromFile?.partition ?? this.#config.partition;
-      const prefetch = fromFile?.prefetch ?? false;
+      const prefetch = overrides[name]?.prefetch ?? fromFile?.prefetch ?? false;
       next.set(
         name,
         Object.freeze({ ...this.#config.defaults, ...given(fromFile), ...given(overrides[name]), partition, prefetch }),

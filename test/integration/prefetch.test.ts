@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/sandbox/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
-import { getWithToken } from '../helpers/http.js';
+import { getWithToken, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 
@@ -124,5 +124,47 @@ describe('prefetch with no upstream slot to spare', () => {
     // Until the last client request had its slot, nothing else reached the upstream.
     const lastClient = arrivals.lastIndexOf(firstPages.at(-1) ?? '');
     expect(arrivals.slice(0, lastClient + 1).filter((target) => target.includes('after_id'))).toEqual([]);
+  });
+});
+
+describe('prefetch switched per resource at run time through the operator API', () => {
+  const ADMIN = 'an operator token for the prefetch switch test';
+  let sandbox: Sandbox;
+  let proxy: ProxyHandle;
+  const admin = (method: string, body?: unknown) =>
+    send(proxy.adminUrl ?? '', '/admin/cache/ttl/receipts', {
+      method,
+      headers: [
+        ['Authorization', `Bearer ${ADMIN}`],
+        ['Content-Type', 'application/json'],
+      ],
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+  beforeAll(async () => {
+    sandbox = await startSandbox();
+    proxy = await startProxy({ upstreamUrl: sandbox.url, adminToken: ADMIN });
+  });
+  afterAll(async () => {
+    await proxy.close();
+    await sandbox.close();
+  });
+
+  it('off by default; on for the resource once the operator says so; off again when the override goes', async () => {
+    const bearer = await token({ company: 1 });
+    const statuses = async (perPage: number): Promise<string[]> =>
+      (await walk(proxy.url, bearer, perPage)).cacheStatuses;
+    expect((await statuses(5)).every((status) => /fwd=miss/.test(status))).toBe(true);
+    const on = await admin('PUT', { prefetch: true });
+    expect(on.status).toBe(200);
+    expect(JSON.parse(on.body.toString())).toMatchObject({
+      override: { prefetch: true },
+      effective: { prefetch: true },
+    });
+    sandbox.faults.set({ latencyMs: 20 });
+    const walked = await statuses(6);
+    sandbox.faults.set({});
+    for (const status of walked.slice(1)) expect(status).toMatch(/; hit|collapsed/);
+    expect((await admin('DELETE')).status).toBe(204);
+    expect((await statuses(7)).every((status) => /fwd=miss/.test(status))).toBe(true);
   });
 });
