@@ -69,6 +69,8 @@ export class Prefetcher {
   readonly #lookedPast = new WeakSet<Buffer>();
   /** Each page body's next cursor, read once. */
   readonly #cursors = new WeakMap<Buffer, string | null>();
+  /** Keys a walk ahead is reaching (from its store lookup to its fill's end): another walk leaves them alone. */
+  readonly #reaching = new Set<string>();
 
   constructor(options: PrefetcherOptions) {
     if (!(Number.isInteger(options.depth) && options.depth >= 1 && options.depth <= 10))
@@ -121,9 +123,10 @@ export class Prefetcher {
     const { policy, address } = addressOf(request);
     const copy = held(address, policy);
     if (copy !== undefined) return copy;
-    if (filling(address.key)) return this.#ends('filling');
+    if (filling(address.key) || this.#reaching.has(address.key)) return this.#ends('filling');
     const company = request.principal.company;
     if (!ledger.tryStart(company)) return this.#ends('cap');
+    this.#reaching.add(address.key);
     try {
       const lookup = await reads.read(address);
       if (isCurrent(lookup)) {
@@ -137,6 +140,7 @@ export class Prefetcher {
       this.#options.count?.('started');
       return this.#fetched(address, await lead(request, address, policy, lookup));
     } finally {
+      this.#reaching.delete(address.key);
       ledger.end(company);
     }
   }
