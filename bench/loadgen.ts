@@ -13,7 +13,9 @@
  * As a process: `node dist-bench/bench/loadgen.js`, with TARGET_URL (the balancer), ADMIN_URLS
  * (`http://replica:9090,…`, for `/metrics`), SANDBOX_URL (its `/__sandbox/stats`, when it runs
  * with SANDBOX_CONTROL=1), JWT_SECRET (the key the replicas verify with), LOADTEST_SECONDS (10),
- * LOADTEST_CONNECTIONS (32). The last line is `LOADTEST_RESULT {json}` for machines.
+ * LOADTEST_CONNECTIONS (32), LOADTEST_WALKERS (0: keyset walkers beside the readers, walking
+ * movements to the end, bench/lib/load/walkers.ts) and LOADTEST_WALKER_THINK_MS (100). The last
+ * line is `LOADTEST_RESULT {json}` for machines.
  */
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -23,6 +25,7 @@ import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
 import { envInt, envText } from './lib/env.js';
 import { fmt, fmtInt } from './lib/format.js';
 import { sandboxStats } from './lib/http.js';
+import { runWalkers, type WalkFigures } from './lib/load/walkers.js';
 import { LatencyHistogram } from './lib/stats.js';
 
 export interface LoadOptions {
@@ -32,6 +35,9 @@ export interface LoadOptions {
   readonly secret: string;
   readonly seconds: number;
   readonly connections: number;
+  /** Keyset walkers beside the readers (LOADTEST_WALKERS, 0: none), and what each spends on a page, ms. */
+  readonly walkers?: number;
+  readonly walkerThinkMs?: number;
   readonly write?: (line: string) => void;
 }
 
@@ -72,7 +78,14 @@ export interface LoadtestResult {
   /** What the sandbox served during the run, when its counters are reachable. */
   readonly sandboxServed: number | undefined;
   readonly timeline: readonly SecondSample[];
+  /** The keyset walkers' figures, and the replicas' prefetches by result over the run (with walkers only). */
+  readonly walks?: WalkFigures;
+  readonly prefetches?: Readonly<Record<string, number>>;
 }
+
+/** What the walkers walk: the sandbox's one large collection is company 1's; the others are a few pages each. */
+const WALKED_RESOURCE = 'movements';
+const WALK_PAGE_SIZE = 10;
 
 const PAGE_SIZES = [5, 10, 20, 50];
 const CURSORS = [undefined, 10, 40];
@@ -88,7 +101,7 @@ function addSeries(text: string, totals: Totals): void {
     const space = line.lastIndexOf(' ');
     const series = line.slice(0, space);
     if (
-      !/^slab_proxy_(requests_total|coalesced_waits_total|upstream_requests_total|upstream_refusals_total|redis_errors_total)\b/.test(
+      !/^slab_proxy_(requests_total|coalesced_waits_total|upstream_requests_total|upstream_refusals_total|redis_errors_total|prefetches_total)\b/.test(
         series,
       )
     )
@@ -274,6 +287,22 @@ export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
   };
 
   const ticker = setInterval(() => closeSecond(false), 1000);
+  const walkers = options.walkers ?? 0;
+  const walking =
+    walkers === 0
+      ? Promise.resolve(undefined)
+      : runWalkers({
+          targetUrl: options.targetUrl,
+          // A walker a company, the large collection's company last (its walk is the longest).
+          tokens: [...tokens.slice(CREDENTIALS_PER_COMPANY), ...tokens.slice(0, CREDENTIALS_PER_COMPANY)].filter(
+            (_, i) => i % CREDENTIALS_PER_COMPANY === 0,
+          ),
+          walkers,
+          thinkMs: options.walkerThinkMs ?? 100,
+          resource: WALKED_RESOURCE,
+          perPage: WALK_PAGE_SIZE,
+          untilMs: performance.now() + options.seconds * 1000,
+        });
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
       {
@@ -310,6 +339,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
       second.errors += 1;
     });
   });
+  const walks = await walking;
   clearInterval(ticker);
   closeSecond(true);
   await samples;
@@ -338,7 +368,18 @@ export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
     redisErrors: sum(before, after, (s) => s.startsWith('slab_proxy_redis_errors_total')),
     sandboxServed: served,
     timeline,
+    ...(walks !== undefined && { walks, prefetches: prefetchesBetween(before, after) }),
   };
+}
+
+/** The replicas' prefetches over the run, by result. */
+function prefetchesBetween(before: Totals, after: Totals): Record<string, number> {
+  const byResult: Record<string, number> = {};
+  for (const series of after.keys()) {
+    const result = /^slab_proxy_prefetches_total\{result="([a-z]+)"\}/.exec(series)?.[1];
+    if (result !== undefined) byResult[result] = sum(before, after, (s) => s === series);
+  }
+  return byResult;
 }
 
 export function formatReport(result: LoadtestResult, seconds: number): string {
@@ -365,6 +406,17 @@ export function formatReport(result: LoadtestResult, seconds: number): string {
     ['sandbox served', result.sandboxServed === undefined ? 'n/a (SANDBOX_CONTROL off)' : String(result.sandboxServed)],
     ['Redis errors', String(result.redisErrors)],
   ];
+  const { walks, prefetches } = result;
+  if (walks !== undefined) {
+    rows.push([
+      'keyset walks',
+      `${String(walks.walks)} by ${String(walks.walkers)} walkers, ${String(walks.pages)} pages: median ${fmt(walks.medianSeconds)} s, longest ${fmt(walks.maxSeconds)} s, ${String(walks.failures)} failed`,
+    ]);
+    rows.push([
+      'prefetches',
+      `${String(prefetches?.started ?? 0)} started, ${String(prefetches?.used ?? 0)} used, ${String(prefetches?.wasted ?? 0)} wasted`,
+    ]);
+  }
   const width = Math.max(...rows.map(([label]) => label.length));
   return rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`).join('\n');
 }
@@ -391,6 +443,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     secret: required('JWT_SECRET'),
     seconds,
     connections: envInt('LOADTEST_CONNECTIONS', 32, 1, 10_000),
+    walkers: envInt('LOADTEST_WALKERS', 0, 0, 1_000),
+    walkerThinkMs: envInt('LOADTEST_WALKER_THINK_MS', 100, 0, 60_000),
   }).then(
     (result) => {
       printReport(result, seconds);

@@ -15,7 +15,8 @@
  * topology) to LOADTEST_REPORT_DIR, and prints the Markdown lines for docs/load-test.md.
  *
  * Settings: LOADTEST_REPLICAS (3, as docker-compose), LOADTEST_SECONDS (10), LOADTEST_CONNECTIONS
- * (32), LOADTEST_REDIS (single | cluster), LOADTEST_REPORT_DIR (loadtest-report). Everything it
+ * (32), LOADTEST_REDIS (single | cluster), LOADTEST_REPORT_DIR (loadtest-report), LOADTEST_WALKERS (0)
+ * and LOADTEST_WALKER_THINK_MS (100): keyset walkers beside the readers. Everything it
  * started is stopped at the end, also on failure or Ctrl-C.
  */
 import { cpus } from 'node:os';
@@ -89,6 +90,8 @@ async function main(): Promise<number> {
     secret: LOADTEST_SECRET,
     seconds,
     connections,
+    walkers: envInt('LOADTEST_WALKERS', 0, 0, 1_000),
+    walkerThinkMs: envInt('LOADTEST_WALKER_THINK_MS', 100, 0, 60_000),
   });
   say(formatReport(result, seconds));
 

@@ -49,7 +49,13 @@ async function loadtest(env: Record<string, string>): Promise<Run> {
 /** One run on one Redis, looked at by the first two tests (the suite stays a few seconds long). */
 let single: Promise<Run> | undefined;
 const singleRun = (): Promise<Run> =>
-  (single ??= loadtest({ LOADTEST_SECONDS: '2', LOADTEST_REPLICAS: '2', LOADTEST_CONNECTIONS: '8' }));
+  (single ??= loadtest({
+    LOADTEST_SECONDS: '2',
+    LOADTEST_REPLICAS: '2',
+    LOADTEST_CONNECTIONS: '8',
+    LOADTEST_WALKERS: '3',
+    LOADTEST_WALKER_THINK_MS: '10',
+  }));
 
 describe('npm run loadtest', () => {
   it('runs the topology on one Redis, prints a line per second and figures that add up, and writes the lines for docs/load-test.md and a report', async () => {
@@ -62,6 +68,12 @@ describe('npm run loadtest', () => {
     expect(result.upstreamRequests).toBeGreaterThan(0);
     expect(result.sandboxServed).toBe(result.upstreamRequests);
     expect(result.redisErrors).toBe(0);
+    // The keyset walkers: walks completed to the end, and the pages fetched ahead of them used.
+    expect(result.walks?.walks).toBeGreaterThan(0);
+    expect(result.walks?.failures).toBe(0);
+    expect(result.prefetches?.started).toBeGreaterThan(0);
+    expect(result.prefetches?.used).toBeGreaterThan(0);
+    expect(stdout).toMatch(/keyset walks +\d+ by 3 walkers/);
     expect(result.redis).toBe('single');
 
     // A line per second, and the timeline behind the charts adds up to the totals.
