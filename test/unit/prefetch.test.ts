@@ -6,6 +6,7 @@
  * without prefetch, an error answer, a prefetch the upstream has no room for, another company's
  * request), with the caps per replica and per company.
  */
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { LOCAL_COORDINATOR } from '../../src/cache/coordinator.js';
@@ -267,5 +268,30 @@ describe('next-page prefetch', () => {
     await settled();
     expect((await serve('receipts?after_id=2&per_page=2', '1')).cacheResult).toBe('hit');
     expect((await serve('receipts?after_id=2&per_page=2', '3')).cacheResult).toBe('miss');
+  });
+
+  it('never answers one company with another’s records, however walks of several companies interleave (fuzzed)', async () => {
+    const step = fc.record({
+      company: fc.constantFrom('1', '2', '3'),
+      perPage: fc.constantFrom(2, 3),
+      after: fc.constantFrom(0, 2, 3, 4, 6, 9),
+      settle: fc.boolean(),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 25 }), async (steps) => {
+        clock = 1_000_000;
+        walks = [];
+        start({ depth: 3, maxConcurrent: 2, maxPerCompany: 1 });
+        for (const { company, perPage, after, settle } of steps) {
+          const target = `receipts?per_page=${String(perPage)}${after === 0 ? '' : `&after_id=${String(after)}`}`;
+          const answer = await serve(target, company);
+          const page = JSON.parse(answer.body.toString()) as { data: Array<{ id: number; company: string }> };
+          expect(page.data.every((r) => r.company === company && r.id > after)).toBe(true);
+          if (settle) await settled();
+        }
+        await settled();
+      }),
+      { numRuns: 60 },
+    );
   });
 });
