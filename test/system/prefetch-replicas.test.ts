@@ -1,0 +1,81 @@
+/**
+ * Prefetch across replicas (issue 19; docs/cache.md#prefetch): the coalescing lease covers
+ * prefetches too. Two proxy processes on a real Redis Cluster (and on one Redis), prefetch on;
+ * two walkers of one company walk the same collection at once, one through each replica, so that
+ * both replicas fetch ahead of their walker at the same time. What must hold, counted at the
+ * sandbox: every page reaches the upstream once, whichever replica fetched it ahead, and both
+ * walkers read the upstream's pages.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX } from '../../src/catalog/resources.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { startSandbox } from '../helpers/env.js';
+import { getWithToken } from '../helpers/http.js';
+import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+
+const secret = 'prefetch across replicas: a secret of thirty-two bytes';
+
+/** Follows the collection to its end; the ids read, in order. */
+async function walk(base: string, bearer: string, perPage: number): Promise<number[]> {
+  const ids: number[] = [];
+  let after: number | undefined;
+  for (;;) {
+    const target = `${API_PREFIX}/movements?per_page=${String(perPage)}${after === undefined ? '' : `&after_id=${String(after)}`}`;
+    const res = await getWithToken(base, target, bearer);
+    expect(res.status, target).toBe(200);
+    const page = JSON.parse(res.body.toString()) as {
+      data: Array<{ id: number }>;
+      meta: { has_more: boolean; next_after_id?: number };
+    };
+    ids.push(...page.data.map((r) => r.id));
+    if (!page.meta.has_more) return ids;
+    after = page.meta.next_after_id;
+    // The walker's own work on a page: the replicas fetch ahead meanwhile.
+    await new Promise((resolve) => setTimeout(resolve, 15));
+  }
+}
+
+describe.each(REDIS_TOPOLOGIES)('prefetch across two replicas (%s Redis)', (topology) => {
+  let redis: SharedRedis;
+  let sandbox: Sandbox;
+  let replicas: Replica[] = [];
+  beforeAll(async () => {
+    redis = await startSharedRedis(topology);
+    sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+    replicas = await startReplicas(
+      2,
+      { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env },
+      [
+        'cache:',
+        '  resources: { movements: { ttl: 300, prefetch: true } }',
+        '  prefetch: { depth: 3, maxConcurrent: 4, maxPerCompany: 2 }',
+        unmetLimits(2),
+      ].join('\n'),
+    );
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+    await sandbox?.close();
+    await redis?.stop();
+  });
+
+  it('each page reaches the upstream once, though both replicas fetch ahead of their walkers at once', {
+    timeout: 60_000,
+  }, async () => {
+    const [one, two] = replicas as [Replica, Replica];
+    const bearer = await mintDevToken({ company: 1, secret });
+    const direct = await walk(sandbox.url, bearer, 20);
+    sandbox.resetStats();
+    // Each upstream page takes a while: fetches ahead overlap the walkers' requests.
+    sandbox.faults.set({ latencyMs: 25 });
+    const [first, second] = await Promise.all([walk(one.url, bearer, 20), walk(two.url, bearer, 20)]);
+    sandbox.faults.set({});
+    expect(first).toEqual(direct);
+    expect(second).toEqual(direct);
+    const counts = Object.values(sandbox.stats().byTarget);
+    expect(counts.length).toBe(Math.ceil(direct.length / 20));
+    expect(counts.filter((n) => n !== 1)).toEqual([]);
+  });
+});
