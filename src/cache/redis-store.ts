@@ -6,9 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { RedisClient, RedisHealth } from '../platform/redis.js';
-import type { CacheGroup } from './cache-key.js';
+import type { CacheAddress, CacheGroup } from './cache-key.js';
 import { generationKey } from './cache-key.js';
-import { decodeEntry, encodeEntry, freshening, isFreshening } from './entry.js';
+import { type CacheEntry, decodeEntry, encodeEntry, freshening, isFreshening } from './entry.js';
 import { type CacheStore, type FreshenResult, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
@@ -57,85 +57,103 @@ export interface RedisStoreOptions {
 }
 
 export function createRedisStore(options: RedisStoreOptions): CacheStore {
-  const { client, health, prefix } = options;
-  const now = options.now ?? Date.now;
+  return new RedisStore(options);
+}
 
-  function failed(operation: string, key: string, error: unknown): void {
-    health.failed(key, error);
-    options.onFailure?.(operation, error);
+class RedisStore implements CacheStore {
+  readonly kind = 'redis';
+  readonly #client: RedisClient;
+  readonly #health: RedisHealth;
+  readonly #prefix: string;
+  readonly #now: () => number;
+  readonly #onFailure: ((operation: string, error: unknown) => void) | undefined;
+
+  constructor(options: RedisStoreOptions) {
+    this.#client = options.client;
+    this.#health = options.health;
+    this.#prefix = options.prefix;
+    this.#now = options.now ?? Date.now;
+    this.#onFailure = options.onFailure;
   }
 
-  return {
-    kind: 'redis',
-    async lookup(address) {
-      if (!health.usable(address.key)) return UNAVAILABLE;
-      try {
-        const [generation, raw] = await client.mgetBuffer(address.generationKey, address.key);
-        return {
-          entry: raw === null || raw === undefined ? undefined : decodeEntry(raw),
-          generation: generation === null || generation === undefined ? undefined : generation.toString('utf8'),
-          available: true,
-        };
-      } catch (error) {
-        failed('lookup', address.key, error);
-        return UNAVAILABLE;
-      }
-    },
-    async ensureGeneration(address) {
-      if (!health.usable(address.generationKey)) return undefined;
-      const candidate = newGeneration();
-      try {
-        // SET … NX GET (Redis ≥ 7): the existing generation, or ours when there was none.
-        const existing = await client.set(address.generationKey, candidate, 'NX', 'GET');
-        return existing ?? candidate;
-      } catch (error) {
-        failed('generation', address.generationKey, error);
-        return undefined;
-      }
-    },
-    async save(address, entry) {
-      const ttl = Math.ceil(entry.keepUntil - now());
-      if (ttl <= 0 || !health.usable(address.key)) return false;
-      try {
-        await client.set(address.key, encodeEntry(entry), 'PX', ttl);
-        return true;
-      } catch (error) {
-        failed('save', address.key, error);
-        return false;
-      }
-    },
-    async freshen(address, stored, fresher) {
-      // Relative, as for a save: the proxy's clock and Redis's need not agree.
-      const ttl = Math.ceil(fresher.keepUntil - now());
-      if (ttl <= 0 || !isFreshening(stored, fresher)) return 'changed';
-      if (!health.usable(address.key)) return 'unavailable';
-      const { expected, bytes, offset } = freshening(stored, fresher);
-      const args = [address.key, expected, bytes, offset ?? -1, ttl] as const;
-      try {
-        const reply = await client
-          .evalsha(FRESHEN_SHA, 1, ...args)
-          .catch((error: unknown) =>
-            isNoScript(error) ? client.eval(FRESHEN_SCRIPT, 1, ...args) : Promise.reject(error),
-          );
-        return FRESHEN_RESULTS[String(reply)] ?? 'unavailable';
-      } catch (error) {
-        failed('freshen', address.key, error);
-        return 'unavailable';
-      }
-    },
-    async purge(group: CacheGroup) {
-      const generation = newGeneration();
-      const key = generationKey(prefix, group);
-      try {
-        await client.set(key, generation);
-        return generation;
-      } catch (error) {
-        failed('purge', key, error);
-        return undefined;
-      }
-    },
-    close() {
-      return Promise.resolve(); // the connection belongs to the app, which closes it
-    },
-  };
+  #failed(operation: string, key: string, error: unknown): void {
+    this.#health.failed(key, error);
+    this.#onFailure?.(operation, error);
+  }
+
+  async lookup(address: CacheAddress): Promise<StoreLookup> {
+    if (!this.#health.usable(address.key)) return UNAVAILABLE;
+    try {
+      const [generation, raw] = await this.#client.mgetBuffer(address.generationKey, address.key);
+      return {
+        entry: raw === null || raw === undefined ? undefined : decodeEntry(raw),
+        generation: generation === null || generation === undefined ? undefined : generation.toString('utf8'),
+        available: true,
+      };
+    } catch (error) {
+      this.#failed('lookup', address.key, error);
+      return UNAVAILABLE;
+    }
+  }
+
+  async ensureGeneration(address: CacheAddress): Promise<string | undefined> {
+    if (!this.#health.usable(address.generationKey)) return undefined;
+    const candidate = newGeneration();
+    try {
+      // SET … NX GET (Redis ≥ 7): the existing generation, or ours when there was none.
+      const existing = await this.#client.set(address.generationKey, candidate, 'NX', 'GET');
+      return existing ?? candidate;
+    } catch (error) {
+      this.#failed('generation', address.generationKey, error);
+      return undefined;
+    }
+  }
+
+  async save(address: CacheAddress, entry: CacheEntry): Promise<boolean> {
+    const ttl = Math.ceil(entry.keepUntil - this.#now());
+    if (ttl <= 0 || !this.#health.usable(address.key)) return false;
+    try {
+      await this.#client.set(address.key, encodeEntry(entry), 'PX', ttl);
+      return true;
+    } catch (error) {
+      this.#failed('save', address.key, error);
+      return false;
+    }
+  }
+
+  async freshen(address: CacheAddress, stored: CacheEntry, fresher: CacheEntry): Promise<FreshenResult> {
+    // Relative, as for a save: the proxy's clock and Redis's need not agree.
+    const ttl = Math.ceil(fresher.keepUntil - this.#now());
+    if (ttl <= 0 || !isFreshening(stored, fresher)) return 'changed';
+    if (!this.#health.usable(address.key)) return 'unavailable';
+    const { expected, bytes, offset } = freshening(stored, fresher);
+    const args = [address.key, expected, bytes, offset ?? -1, ttl] as const;
+    try {
+      const reply = await this.#client
+        .evalsha(FRESHEN_SHA, 1, ...args)
+        .catch((error: unknown) =>
+          isNoScript(error) ? this.#client.eval(FRESHEN_SCRIPT, 1, ...args) : Promise.reject(error),
+        );
+      return FRESHEN_RESULTS[String(reply)] ?? 'unavailable';
+    } catch (error) {
+      this.#failed('freshen', address.key, error);
+      return 'unavailable';
+    }
+  }
+
+  async purge(group: CacheGroup): Promise<string | undefined> {
+    const generation = newGeneration();
+    const key = generationKey(this.#prefix, group);
+    try {
+      await this.#client.set(key, generation);
+      return generation;
+    } catch (error) {
+      this.#failed('purge', key, error);
+      return undefined;
+    }
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve(); // the connection belongs to the app, which closes it
+  }
 }
