@@ -205,9 +205,18 @@ describe.each(['memory', 'redis'] as const)('revalidation through the proxy, on 
     }
     const seen: string[][] = [];
     const monitor = await admin.monitor();
-    monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));
+    // MONITOR's stream runs behind the commands it shows: a marker sent after them is seen after them.
+    const MARK = 'entry-commands-end';
+    const marked = new Promise<void>((resolve) => {
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (args[0]?.toLowerCase() === 'echo' && args[1] === MARK) resolve();
+        else seen.push(args);
+      });
+    });
     try {
       await during();
+      await admin.echo(MARK);
+      await marked;
     } finally {
       monitor.disconnect();
     }
