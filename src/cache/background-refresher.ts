@@ -5,7 +5,7 @@
  */
 import type { CacheAddress } from './cache-key.js';
 import type { CacheEntry } from './entry.js';
-import type { Fill } from './fill.js';
+import type { LeadBackgroundFill } from './fill.js';
 import type { L1Cache } from './l1.js';
 import type { ReadRequest } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
@@ -26,12 +26,7 @@ export interface BackgroundRefresherOptions {
   /** Whether the key is being filled in this process. */
   readonly filling: (key: string) => boolean;
   /** Leads (or joins) the key's fill as a background fill. */
-  readonly lead: (
-    request: ReadRequest,
-    address: CacheAddress,
-    policy: EffectivePolicy,
-    lookup: StoreLookup,
-  ) => Promise<Fill>;
+  readonly lead: LeadBackgroundFill;
   /** Told of every refresh, settled when it is over (tests, metrics). */
   readonly onRefresh?: ((settled: Promise<void>) => void) | undefined;
 }

@@ -119,6 +119,14 @@ function isSameAnswer(held: CacheEntry, answer: OriginAnswer): boolean {
   );
 }
 
+/** Leads (or joins) a key's fill as a background fill: the refresher's and the prefetcher's way to the origin. */
+export type LeadBackgroundFill = (
+  request: ReadRequest,
+  address: CacheAddress,
+  policy: EffectivePolicy,
+  lookup: StoreLookup,
+) => Promise<Fill>;
+
 /** Fills keys from the origin; owns the turn that background fills take for their CPU work. */
 export class Filler {
   readonly #options: FillerOptions;

@@ -4,7 +4,15 @@
  * here with their value whenever they change. Every read of a policy goes through `policyFor`, so
  * a run-time change applies to the next request.
  */
-import { POLICY_DURATIONS, type PolicyDurations, type SomePolicyDurations } from '../catalog/policy-durations.js';
+import {
+  POLICY_DURATIONS,
+  type PolicyDurations,
+  type PolicyOverride,
+  type SomePolicyDurations,
+} from '../catalog/policy-durations.js';
+
+export type { PolicyOverride };
+
 import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
 
 /** Who shares an entry (docs/cache.md): a company, an employee of it, or one credential. */
@@ -33,8 +41,6 @@ export interface EffectivePolicy extends CachePolicy {
   readonly prefetch: boolean;
 }
 
-/** Run-time overrides of a resource's policy: any of its durations, and its prefetch switch. */
-export type PolicyOverride = SomePolicyDurations & { readonly prefetch?: boolean | undefined };
 export type PolicyOverrides = Partial<Record<ResourceName, PolicyOverride | undefined>>;
 
 /** The durations that are given: a layer that leaves one out (or gives `undefined`) keeps the one below. */

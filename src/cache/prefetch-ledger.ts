@@ -52,6 +52,11 @@ export class PrefetchLedger {
     else this.#byCompany.set(company, own);
   }
 
+  /** Whether any page fetched ahead waits for a request (none: a hit has nothing to count). */
+  get waiting(): boolean {
+    return this.#waiting.size > 0;
+  }
+
   get inFlight(): number {
     return this.#inFlight;
   }

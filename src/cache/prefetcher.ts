@@ -23,12 +23,12 @@ import type { PrefetchResult } from '../observability/metrics.js';
 import { nextCursor, nextPageRead } from '../request/next-page.js';
 import type { CacheAddress } from './cache-key.js';
 import type { CacheEntry } from './entry.js';
-import type { Fill } from './fill.js';
+import type { Fill, LeadBackgroundFill } from './fill.js';
 import type { ReadRequest } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import type { PrefetchLedger } from './prefetch-ledger.js';
 import { withPolicy } from './read-outcome.js';
-import { isCurrent, type StoreLookup } from './store.js';
+import { isCurrent } from './store.js';
 import type { StoreReads } from './store-reads.js';
 
 export interface PrefetcherOptions {
@@ -45,12 +45,7 @@ export interface PrefetcherOptions {
   readonly filling: (key: string) => boolean;
   readonly reads: StoreReads;
   /** Leads the key's fill as a background fill (or joins the one in flight). */
-  readonly lead: (
-    request: ReadRequest,
-    address: CacheAddress,
-    policy: EffectivePolicy,
-    lookup: StoreLookup,
-  ) => Promise<Fill>;
+  readonly lead: LeadBackgroundFill;
   readonly now: () => number;
   readonly count?: ((result: PrefetchResult) => void) | undefined;
   /** Told of every walk ahead, settled when it is over (tests). */
@@ -81,10 +76,13 @@ export class Prefetcher {
   /** A request was answered with a fresh `entry` of `address`: counts a page fetched ahead, and walks ahead. */
   served(request: ReadRequest, address: CacheAddress, entry: CacheEntry): void {
     const { ledger, count, now } = this.#options;
-    const at = now();
-    const taken = ledger.take(address.key, at);
-    if (taken !== undefined) count?.(taken);
-    for (let wasted = ledger.sweep(at); wasted > 0; wasted--) count?.('wasted');
+    // The clock is read only while pages fetched ahead wait: a hit with prefetch unused pays nothing.
+    if (ledger.waiting) {
+      const at = now();
+      const taken = ledger.take(address.key, at);
+      if (taken !== undefined) count?.(taken);
+      for (let wasted = ledger.sweep(at); wasted > 0; wasted--) count?.('wasted');
+    }
     if (request.spare === true || request.read.kind !== 'list' || entry.status !== 200) return;
     if (!this.#options.enabled(request.read.resource.name) || this.#lookedPast.has(entry.body)) return;
     this.#lookedPast.add(entry.body);

@@ -23,3 +23,7 @@ export type PolicyDurations = z.infer<typeof policyDurationsSchema>;
 /** Some of the four: a resource's settings in the config file, or a run-time override. */
 export const somePolicyDurationsSchema = policyDurationsSchema.partial();
 export type SomePolicyDurations = { readonly [K in PolicyDuration]?: number | undefined };
+
+/** A run-time override of a resource's policy: some of its durations, and its prefetch switch (docs/cache.md#prefetch). */
+export const policyOverrideSchema = somePolicyDurationsSchema.extend({ prefetch: z.boolean().optional() });
+export type PolicyOverride = SomePolicyDurations & { readonly prefetch?: boolean | undefined };

@@ -11,20 +11,18 @@
  * token's `exp`, a tombstone after its retention. Nothing else ever removes one.
  */
 import { z } from 'zod';
-import { POLICY_DURATIONS, type SomePolicyDurations, somePolicyDurationsSchema } from '../catalog/policy-durations.js';
+import { POLICY_DURATIONS, type PolicyOverride, policyOverrideSchema } from '../catalog/policy-durations.js';
 import { isResourceName, type ResourceName } from '../catalog/resources.js';
 
 /**
  * A run-time override of a resource's cache policy: at least one of its durations, or its prefetch
  * switch (docs/cache.md#prefetch).
  */
-export const ttlOverrideSchema = somePolicyDurationsSchema
-  .extend({ prefetch: z.boolean().optional() })
-  .refine((value) => Object.keys(value).length > 0, {
-    message: `at least one of ${[...POLICY_DURATIONS, 'prefetch'].join(', ')}`,
-  });
+export const ttlOverrideSchema = policyOverrideSchema.refine((value) => Object.keys(value).length > 0, {
+  message: `at least one of ${[...POLICY_DURATIONS, 'prefetch'].join(', ')}`,
+});
 
-export type TtlOverride = SomePolicyDurations & { readonly prefetch?: boolean | undefined };
+export type TtlOverride = PolicyOverride;
 export type TtlOverrides = Partial<Record<ResourceName, TtlOverride>>;
 
 /** How long a deletion is remembered, so that a copy that missed it cannot bring the entry back. */
