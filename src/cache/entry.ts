@@ -18,12 +18,20 @@
  * [u32 header length][header JSON][body]. The three times have a fixed place and width, so a
  * freshen (a 304, or a refresh whose body is the same) rewrites those 24 bytes in the store and
  * nothing else (RFC 9111 §4.3.4: the stored response is updated, its body kept).
+ *
+ * Flags: 1, the body is stored in brotli; 2, a page fetched ahead that no request has taken yet
+ * (docs/cache.md#prefetch): the first request of any replica to take it clears the flag in the
+ * store, so that a page is counted used once in the fleet. A reader that knows only the first
+ * flag ignores the second.
  */
 import { createHash } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, gzipSync, constants as zlibConstants } from 'node:zlib';
 
 export const ENTRY_FORMAT_VERSION = 2;
 const FLAG_BROTLI = 1;
+export const FLAG_AHEAD = 2;
+/** Where the flags byte is. */
+export const FLAGS_OFFSET = 1;
 /** Where the fixed-width freshness block (three f64 times) starts, and its width. */
 export const TIMES_OFFSET = 2;
 export const TIMES_BYTES = 24;
@@ -65,6 +73,8 @@ export interface CacheEntry {
    */
   readonly upstreamEtag?: string | undefined;
   readonly lastModified?: string | undefined;
+  /** Fetched ahead of a walker (a prefetch) and, as far as this copy knows, taken by no request yet. */
+  readonly ahead?: boolean | undefined;
 }
 
 interface Header {
@@ -148,7 +158,7 @@ function headerBytes(entry: CacheEntry): Buffer {
 function encodePrefix(entry: CacheEntry, brotli: boolean, header: Buffer): Buffer {
   const out = Buffer.allocUnsafe(PREAMBLE + header.length);
   out.writeUInt8(ENTRY_FORMAT_VERSION, 0);
-  out.writeUInt8(brotli ? FLAG_BROTLI : 0, 1);
+  out.writeUInt8((brotli ? FLAG_BROTLI : 0) | (entry.ahead === true ? FLAG_AHEAD : 0), FLAGS_OFFSET);
   writeTimes(out, entry);
   out.writeUInt32BE(header.length, HEADER_LENGTH_OFFSET);
   header.copy(out, PREAMBLE);
@@ -209,14 +219,17 @@ export function freshening(
   stored: CacheEntry,
   fresher: CacheEntry,
 ): { readonly expected: Buffer; readonly bytes: Buffer; readonly offset: number | undefined } {
-  const expected = storedPrefix(stored);
+  // The flag of a page fetched ahead is not part of what is compared: a request taking the page
+  // clears it in the store, which changes nothing of the response (the store masks it too).
+  const expected = Buffer.from(storedPrefix(stored));
+  expected.writeUInt8(expected.readUInt8(FLAGS_OFFSET) & ~FLAG_AHEAD, FLAGS_OFFSET);
   const header = headerBytes(fresher);
   if (header.equals(expected.subarray(PREAMBLE))) {
     const times = Buffer.allocUnsafe(TIMES_BYTES);
     writeTimes(times, fresher, 0);
     return { expected, bytes: times, offset: TIMES_OFFSET };
   }
-  const prefix = encodePrefix(fresher, (expected.readUInt8(1) & FLAG_BROTLI) !== 0, header);
+  const prefix = encodePrefix(fresher, (expected.readUInt8(FLAGS_OFFSET) & FLAG_BROTLI) !== 0, header);
   return { expected, bytes: prefix, offset: prefix.length === expected.length ? 0 : undefined };
 }
 
@@ -256,7 +269,7 @@ function isHeader(value: unknown): value is Header {
 
 export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
   if (bytes.length < PREAMBLE || bytes.readUInt8(0) !== ENTRY_FORMAT_VERSION) return undefined;
-  const flags = bytes.readUInt8(1);
+  const flags = bytes.readUInt8(FLAGS_OFFSET);
   const storedAt = bytes.readDoubleBE(TIMES_OFFSET);
   const freshUntil = bytes.readDoubleBE(TIMES_OFFSET + 8);
   const keepUntil = bytes.readDoubleBE(TIMES_OFFSET + 16);
@@ -293,6 +306,7 @@ export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
     generation: header.g,
     ...(header.ue !== undefined && { upstreamEtag: header.ue }),
     ...(header.lm !== undefined && { lastModified: header.lm }),
+    ...((flags & FLAG_AHEAD) !== 0 && { ahead: true }),
   };
   // A view of the bytes read (no copy): the body's own slice keeps them alive anyway.
   readPrefixes.set(entry, bytes.subarray(0, PREAMBLE + headerLength));

@@ -1,9 +1,12 @@
 /**
  * The fills in flight in this process, one per key, with the trace of the request leading each
- * (tracing on): a request for a key being filled joins that fill instead of starting another.
+ * (tracing on): a request for a key being filled joins that fill instead of starting another. A
+ * client's request that joins a prefetch's fill makes it that request's fetch (prefetch-standing.ts).
  */
 import type { RequestTrace } from '../observability/tracing.js';
 import type { Fill } from './fill.js';
+import type { ReadRequest } from './origin.js';
+import type { PrefetchStanding } from './prefetch-standing.js';
 
 export interface Joined {
   readonly fill: Promise<Fill>;
@@ -13,8 +16,14 @@ export interface Joined {
   readonly leaderTrace: RequestTrace | undefined;
 }
 
+interface Running {
+  readonly fill: Promise<Fill>;
+  readonly trace: RequestTrace | undefined;
+  readonly prefetch: PrefetchStanding | undefined;
+}
+
 export class FillTable {
-  readonly #inflight = new Map<string, { readonly fill: Promise<Fill>; readonly trace: RequestTrace | undefined }>();
+  readonly #inflight = new Map<string, Running>();
 
   /** Whether the key is being filled. */
   has(key: string): boolean {
@@ -22,11 +31,14 @@ export class FillTable {
   }
 
   /** Joins the key's fill, or leads it with `start`; the entry leaves the table when the fill settles. */
-  joinOrLead(key: string, trace: RequestTrace | undefined, start: () => Promise<Fill>): Joined {
+  joinOrLead(key: string, request: Pick<ReadRequest, 'trace' | 'prefetch'>, start: () => Promise<Fill>): Joined {
     const running = this.#inflight.get(key);
-    if (running !== undefined) return { fill: running.fill, leader: false, leaderTrace: running.trace };
+    if (running !== undefined) {
+      if (request.prefetch === undefined) running.prefetch?.join();
+      return { fill: running.fill, leader: false, leaderTrace: running.trace };
+    }
     const started = start().finally(() => this.#inflight.delete(key));
-    this.#inflight.set(key, { fill: started, trace });
+    this.#inflight.set(key, { fill: started, trace: request.trace, prefetch: request.prefetch });
     return { fill: started, leader: true, leaderTrace: undefined };
   }
 }

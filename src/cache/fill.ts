@@ -59,6 +59,8 @@ export interface FillerOptions {
 /** Times a replica waits on another replica's lease before fetching regardless. */
 const LEASE_ROUNDS = 2;
 const SKIPPED: Fill = { kind: 'skipped' };
+/** How long past its freshness a page fetched ahead is kept at least, ms (docs/cache.md#prefetch). */
+const AHEAD_KEPT_MS = 60_000;
 
 /** The times of an entry stored at `storedAt` under the policy in force. */
 function timesFor(
@@ -75,9 +77,19 @@ function timesFor(
   };
 }
 
-/** The entry for a cacheable answer (a well-formed 200, or the 404 of a single record). */
-function entryFor(answer: OriginAnswer, policy: EffectivePolicy, generation: string, storedAt: number): CacheEntry {
+/**
+ * The entry for a cacheable answer (a well-formed 200, or the 404 of a single record); a
+ * prefetch's is flagged as fetched ahead until a request takes it (docs/cache.md#prefetch).
+ */
+function entryFor(
+  answer: OriginAnswer,
+  policy: EffectivePolicy,
+  generation: string,
+  storedAt: number,
+  ahead: boolean,
+): CacheEntry {
   const etag = strongEtag(answer.body);
+  const times = timesFor(answer.status, policy, storedAt);
   return {
     status: answer.status,
     contentType: answer.contentType ?? 'application/json',
@@ -85,10 +97,14 @@ function entryFor(answer: OriginAnswer, policy: EffectivePolicy, generation: str
     body: answer.body,
     // Compressed once, here: the store keeps it, and `br` clients are sent it, this one included.
     brotli: brotliBody(answer.body, etag),
-    ...timesFor(answer.status, policy, storedAt),
+    ...times,
+    // Kept a while past its freshness even without stale windows: the replica that fetched it
+    // reads then whether a request took it (a longer keep serves nothing stale: the windows do).
+    ...(ahead && { keepUntil: Math.max(times.keepUntil, times.freshUntil + AHEAD_KEPT_MS) }),
     generation,
     upstreamEtag: answer.etag,
     lastModified: answer.lastModified,
+    ...(ahead && { ahead: true }),
   };
 }
 
@@ -99,6 +115,8 @@ function entryFor(answer: OriginAnswer, policy: EffectivePolicy, generation: str
 function freshened(held: CacheEntry, policy: EffectivePolicy, at: number, validators: Validators): CacheEntry {
   return {
     ...held,
+    // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
+    ahead: undefined,
     ...timesFor(held.status, policy, at),
     upstreamEtag: validators.etag,
     lastModified: validators.lastModified,
@@ -265,7 +283,7 @@ export class Filler {
       return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs);
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
-    const entry = entryFor(answer, policy, generation ?? '', now());
+    const entry = entryFor(answer, policy, generation ?? '', now(), request.prefetch !== undefined);
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
     const stored = storable && (await store.save(address, entry));

@@ -62,6 +62,13 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
       entries.set(address.key, fresher);
       return Promise.resolve('freshened');
     },
+    takeAhead(address) {
+      const current = peek(address).entry;
+      if (current?.ahead !== true) return Promise.resolve(false);
+      // The same response and body Buffers: only the flag changes.
+      entries.set(address.key, { ...current, ahead: undefined });
+      return Promise.resolve(true);
+    },
     purge(group: CacheGroup) {
       const generation = newGeneration();
       generations.set(groupTag(group), generation);

@@ -8,6 +8,7 @@ import type { ProxyError } from '../errors/proxy-error.js';
 import type { TraceFields } from '../observability/trace-context.js';
 import type { RequestTrace } from '../observability/tracing.js';
 import type { CanonicalRead } from '../request/canonical-read.js';
+import type { PrefetchStanding } from './prefetch-standing.js';
 
 /** One canonical read, for one credential. */
 export interface ReadRequest {
@@ -21,10 +22,11 @@ export interface ReadRequest {
   /** While tracing is off: the client's W3C trace fields, passed on upstream unchanged. */
   readonly clientTrace?: TraceFields | undefined;
   /**
-   * A prefetch (issue 19): fetched only with upstream capacity to spare now, never queued, and
-   * never while the upstream is failing or has asked the company to wait.
+   * Set for a prefetch (issue 19), a request no client made: fetched only with upstream capacity
+   * to spare now, never queued, and never while the upstream is failing or has asked the company
+   * to wait — until a client's request joins it (prefetch-standing.ts).
    */
-  readonly spare?: boolean | undefined;
+  readonly prefetch?: PrefetchStanding | undefined;
 }
 
 /**

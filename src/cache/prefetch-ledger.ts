@@ -1,15 +1,17 @@
 /**
  * This replica's prefetches (docs/cache.md#prefetch): how many are in flight, in all and per
- * company, each bounded; and the pages fetched ahead that no request has taken yet, which are used
- * when one does and wasted once they expire unused (the measure of whether prefetching pays).
+ * company, each bounded; and the pages this replica fetched ahead, until they expire: then the
+ * store says whether any request of the fleet took them (used, counted by the replica that took
+ * it) or none did (wasted, counted here).
  */
+import type { CacheAddress } from './cache-key.js';
 
 export interface PrefetchLedgerOptions {
   /** Prefetches in flight on this replica, at most. */
   readonly maxInFlight: number;
   /** Prefetches in flight for one company, at most. */
   readonly maxPerCompany: number;
-  /** Pages remembered as fetched ahead and not taken, at most (the oldest count as wasted). */
+  /** Pages remembered as fetched ahead, at most (the oldest are let go early). */
   readonly maxWaiting?: number;
 }
 
@@ -22,8 +24,8 @@ export class PrefetchLedger {
   readonly #maxWaiting: number;
   #inFlight = 0;
   readonly #byCompany = new Map<string, number>();
-  /** Cache key → until when the page fetched ahead is fresh; in the order they were fetched. */
-  readonly #waiting = new Map<string, number>();
+  /** Cache key → the page fetched ahead and until when it is fresh; in the order they were fetched. */
+  readonly #waiting = new Map<string, { readonly address: CacheAddress; readonly until: number }>();
   #sweptAt = 0;
 
   constructor(options: PrefetchLedgerOptions) {
@@ -52,7 +54,7 @@ export class PrefetchLedger {
     else this.#byCompany.set(company, own);
   }
 
-  /** Whether any page fetched ahead waits for a request (none: a hit has nothing to count). */
+  /** Whether any page fetched ahead is remembered (none: nothing to sweep). */
   get waiting(): boolean {
     return this.#waiting.size > 0;
   }
@@ -61,42 +63,30 @@ export class PrefetchLedger {
     return this.#inFlight;
   }
 
-  /** A page was fetched ahead; it waits for a request until `until`. Returns the pages it pushed out (wasted). */
-  fetched(key: string, until: number): number {
-    this.#waiting.delete(key);
-    this.#waiting.set(key, until);
-    let pushedOut = 0;
+  /** A page was fetched ahead, fresh until `until`. Returns the pages it pushed out (let go unexpired). */
+  fetched(address: CacheAddress, until: number): CacheAddress[] {
+    this.#waiting.delete(address.key);
+    this.#waiting.set(address.key, { address, until });
+    const pushedOut: CacheAddress[] = [];
     while (this.#waiting.size > this.#maxWaiting) {
-      const oldest = this.#waiting.keys().next();
+      const oldest = this.#waiting.entries().next();
       if (oldest.done === true) break;
-      this.#waiting.delete(oldest.value);
-      pushedOut += 1;
+      this.#waiting.delete(oldest.value[0]);
+      pushedOut.push(oldest.value[1].address);
     }
     return pushedOut;
   }
 
-  /**
-   * A request was answered with `key`'s page: `used` when it had been fetched ahead and was still
-   * fresh, `wasted` when it had expired untaken, else nothing (no page of this key was waiting).
-   */
-  take(key: string, at: number): 'used' | 'wasted' | undefined {
-    if (this.#waiting.size === 0) return undefined; // the usual case: nothing to look up
-    const until = this.#waiting.get(key);
-    if (until === undefined) return undefined;
-    this.#waiting.delete(key);
-    return at < until ? 'used' : 'wasted';
-  }
-
-  /** The pages fetched ahead that expired untaken since the last sweep (at most one sweep a second). */
-  sweep(at: number): number {
-    if (at - this.#sweptAt < SWEEP_EVERY_MS) return 0;
+  /** The pages fetched ahead that have expired since the last sweep (at most one sweep a second). */
+  sweep(at: number): CacheAddress[] {
+    if (at - this.#sweptAt < SWEEP_EVERY_MS) return [];
     this.#sweptAt = at;
-    let wasted = 0;
-    for (const [key, until] of this.#waiting) {
-      if (until > at) continue;
+    const expired: CacheAddress[] = [];
+    for (const [key, page] of this.#waiting) {
+      if (page.until > at) continue;
       this.#waiting.delete(key);
-      wasted += 1;
+      expired.push(page.address);
     }
-    return wasted;
+    return expired;
   }
 }

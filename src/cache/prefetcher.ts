@@ -17,6 +17,11 @@
  *   (src/upstream/guarded-fetch.ts);
  * - bounded in flight, per replica and per company (prefetch-ledger.ts); a failure ends the walk
  *   ahead; a page held once is not looked past again for every hit of it.
+ *
+ * What it is worth is counted in the fleet, not per replica: a page fetched ahead is stored flagged
+ * (src/cache/entry.ts), the first request of any replica to be answered with it clears the flag in
+ * the store and counts it used, and the replica that fetched it counts it wasted if the flag is
+ * still there once it has expired (at the first request after that).
  */
 import type { ResourceName } from '../catalog/resources.js';
 import type { PrefetchResult } from '../observability/metrics.js';
@@ -27,6 +32,7 @@ import type { Fill, LeadBackgroundFill } from './fill.js';
 import type { ReadRequest } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import type { PrefetchLedger } from './prefetch-ledger.js';
+import { PrefetchStanding } from './prefetch-standing.js';
 import { withPolicy } from './read-outcome.js';
 import { isCurrent } from './store.js';
 import type { StoreReads } from './store-reads.js';
@@ -44,6 +50,8 @@ export interface PrefetcherOptions {
   /** Whether the key is being filled in this process. */
   readonly filling: (key: string) => boolean;
   readonly reads: StoreReads;
+  /** Takes a page fetched ahead in the store: true for the one taker of the fleet (CacheStore.takeAhead). */
+  readonly takeAhead: (address: CacheAddress) => Promise<boolean>;
   /** Leads the key's fill as a background fill (or joins the one in flight). */
   readonly lead: LeadBackgroundFill;
   readonly now: () => number;
@@ -62,6 +70,8 @@ export class Prefetcher {
   readonly #options: PrefetcherOptions;
   /** Pages already looked past (by their body, which every copy of a stored page shares): a page hit again and again starts no new walk ahead. */
   readonly #lookedPast = new WeakSet<Buffer>();
+  /** Pages fetched ahead that this replica has taken (by their body): each taken once here. */
+  readonly #taken = new WeakSet<Buffer>();
   /** Each page body's next cursor, read once. */
   readonly #cursors = new WeakMap<Buffer, string | null>();
   /** Keys a walk ahead is reaching (from its store lookup to its fill's end): another walk leaves them alone. */
@@ -73,21 +83,40 @@ export class Prefetcher {
     this.#options = options;
   }
 
-  /** A request was answered with a fresh `entry` of `address`: counts a page fetched ahead, and walks ahead. */
+  /** A request was answered with a fresh `entry` of `address`: takes a page fetched ahead, and walks ahead. */
   served(request: ReadRequest, address: CacheAddress, entry: CacheEntry): void {
-    const { ledger, count, now } = this.#options;
-    // The clock is read only while pages fetched ahead wait: a hit with prefetch unused pays nothing.
-    if (ledger.waiting) {
-      const at = now();
-      const taken = ledger.take(address.key, at);
-      if (taken !== undefined) count?.(taken);
-      for (let wasted = ledger.sweep(at); wasted > 0; wasted--) count?.('wasted');
-    }
-    if (request.spare === true || request.read.kind !== 'list' || entry.status !== 200) return;
+    if (request.prefetch !== undefined) return;
+    if (entry.ahead === true) this.#take(address, entry);
+    // The clock is read only while pages fetched ahead are remembered: a hit with prefetch unused pays nothing.
+    if (this.#options.ledger.waiting) this.#letGo(this.#options.ledger.sweep(this.#options.now()));
+    if (request.read.kind !== 'list' || entry.status !== 200) return;
     if (!this.#options.enabled(request.read.resource.name) || this.#lookedPast.has(entry.body)) return;
     this.#lookedPast.add(entry.body);
     const walk = this.#walkAhead({ request, entry }).catch(() => undefined);
     this.#options.onWalk?.(walk);
+  }
+
+  /** The first request of the fleet answered with a page fetched ahead counts it used. */
+  #take(address: CacheAddress, entry: CacheEntry): void {
+    if (this.#taken.has(entry.body)) return;
+    this.#taken.add(entry.body);
+    this.#options.takeAhead(address).then(
+      (first) => {
+        if (first) this.#options.count?.('used');
+      },
+      () => undefined, // a store never throws; nothing to count either way
+    );
+  }
+
+  /** Pages this replica fetched ahead and stops watching: wasted if no request has taken them. */
+  #letGo(pages: readonly CacheAddress[]): void {
+    for (const address of pages)
+      this.#options.takeAhead(address).then(
+        (untaken) => {
+          if (untaken) this.#options.count?.('wasted');
+        },
+        () => undefined,
+      );
   }
 
   /** Up to `depth` pages past `from`: those held are passed over, the first missing one fetched, and on. */
@@ -112,7 +141,7 @@ export class Prefetcher {
     if (cursor === null) return undefined;
     const read = nextPageRead(place.request.read, cursor);
     if (read === undefined) return undefined;
-    return { ...place.request, read, trace: undefined, clientTrace: undefined, spare: true };
+    return { ...place.request, read, trace: undefined, clientTrace: undefined, prefetch: new PrefetchStanding() };
   }
 
   /** The page `request` reads: held, stored, or fetched now; `undefined` when the walk ahead ends here. */
@@ -147,8 +176,7 @@ export class Prefetcher {
     if (fill.kind === 'skipped') return this.#ends('leased');
     if (fill.kind === 'failure') return this.#ends(fill.outcome.spareRefused === true ? 'budget' : 'failed');
     if (fill.kind !== 'entry') return this.#ends('failed');
-    const pushedOut = this.#options.ledger.fetched(address.key, fill.entry.freshUntil);
-    for (let i = 0; i < pushedOut; i++) this.#options.count?.('wasted');
+    this.#letGo(this.#options.ledger.fetched(address, fill.entry.freshUntil));
     return fill.entry;
   }
 

@@ -145,6 +145,7 @@ class CacheReadService implements ReadService {
       held: (address, policy) => this.#held(address, policy),
       filling: (key) => this.#fills.has(key),
       reads: this.#reads,
+      takeAhead: (address) => options.store.takeAhead(address),
       lead: (request, address, policy, lookup) => this.#joinOrLead(request, address, policy, lookup, true).fill,
       now: this.#now,
       count: metrics === undefined ? undefined : (result) => metrics.prefetch(result),
@@ -363,7 +364,7 @@ class CacheReadService implements ReadService {
     lookup: StoreLookup,
     background = false,
   ): Joined {
-    return this.#fills.joinOrLead(address.key, request.trace, () =>
+    return this.#fills.joinOrLead(address.key, request, () =>
       this.#filler.fill(request, address, policy, lookup, background),
     );
   }

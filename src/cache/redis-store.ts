@@ -8,7 +8,16 @@ import { createHash } from 'node:crypto';
 import type { RedisClient, RedisHealth } from '../platform/redis.js';
 import type { CacheAddress, CacheGroup } from './cache-key.js';
 import { generationKey } from './cache-key.js';
-import { type CacheEntry, decodeEntry, encodeEntry, freshening, isFreshening } from './entry.js';
+import {
+  type CacheEntry,
+  decodeEntry,
+  ENTRY_FORMAT_VERSION,
+  encodeEntry,
+  FLAG_AHEAD,
+  FLAGS_OFFSET,
+  freshening,
+  isFreshening,
+} from './entry.js';
 import { type CacheStore, type FreshenResult, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
@@ -21,11 +30,16 @@ const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, avai
  * when it keeps its length), or, with ARGV[3] = -1, the value becomes ARGV[2] followed by the
  * body already there (a header of another length: the body moves inside Redis, never over the
  * wire); then the key expires in ARGV[4] ms. 1: freshened; 0: the value is another (a fill or a
- * freshen came first): nothing written; -1: no such key.
+ * freshen came first): nothing written; -1: no such key. The flag of a page fetched ahead is
+ * masked out of the comparison (ARGV[1] comes without it): a request that took the page since
+ * changed nothing of the response.
  */
 const FRESHEN_SCRIPT = `if redis.call('exists', KEYS[1]) == 0 then return -1 end
 local expected = ARGV[1]
-if redis.call('getrange', KEYS[1], 0, string.len(expected) - 1) ~= expected then return 0 end
+local stored = redis.call('getrange', KEYS[1], 0, string.len(expected) - 1)
+if string.len(stored) ~= string.len(expected) then return 0 end
+stored = string.sub(stored, 1, 1) .. string.char(bit.band(string.byte(stored, 2), ${0xff & ~FLAG_AHEAD})) .. string.sub(stored, 3)
+if stored ~= expected then return 0 end
 local offset = tonumber(ARGV[3])
 if offset >= 0 then
   redis.call('setrange', KEYS[1], offset, ARGV[2])
@@ -35,6 +49,18 @@ end
 redis.call('pexpire', KEYS[1], ARGV[4])
 return 1`;
 
+/**
+ * A page fetched ahead taken (docs/cache.md#prefetch), on its key alone: if the entry is of format
+ * ARGV[1] and carries the flag of a page no request has taken, the flag is cleared (its TTL kept,
+ * as SETRANGE keeps it) and 1 answered: to one caller only, however many replicas take it at once.
+ */
+const TAKE_AHEAD_SCRIPT = `local head = redis.call('getrange', KEYS[1], 0, ${FLAGS_OFFSET})
+if string.len(head) < ${FLAGS_OFFSET + 1} or string.byte(head, 1) ~= tonumber(ARGV[1]) then return 0 end
+local flags = string.byte(head, ${FLAGS_OFFSET + 1})
+if bit.band(flags, ${FLAG_AHEAD}) == 0 then return 0 end
+redis.call('setrange', KEYS[1], ${FLAGS_OFFSET}, string.char(bit.band(flags, ${0xff & ~FLAG_AHEAD})))
+return 1`;
+
 const FRESHEN_RESULTS: Readonly<Record<string, FreshenResult>> = { '1': 'freshened', '0': 'changed', '-1': 'missing' };
 /**
  * The script is sent by its SHA1 (EVALSHA): its text is longer than what a freshen carries, and
@@ -42,6 +68,7 @@ const FRESHEN_RESULTS: Readonly<Record<string, FreshenResult>> = { '1': 'freshen
  * answers NOSCRIPT once, and the text goes with that call (EVAL), which caches it there.
  */
 const FRESHEN_SHA = createHash('sha1').update(FRESHEN_SCRIPT).digest('hex');
+const TAKE_AHEAD_SHA = createHash('sha1').update(TAKE_AHEAD_SCRIPT).digest('hex');
 
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
@@ -127,18 +154,32 @@ class RedisStore implements CacheStore {
     if (ttl <= 0 || !isFreshening(stored, fresher)) return 'changed';
     if (!this.#health.usable(address.key)) return 'unavailable';
     const { expected, bytes, offset } = freshening(stored, fresher);
-    const args = [address.key, expected, bytes, offset ?? -1, ttl] as const;
     try {
-      const reply = await this.#client
-        .evalsha(FRESHEN_SHA, 1, ...args)
-        .catch((error: unknown) =>
-          isNoScript(error) ? this.#client.eval(FRESHEN_SCRIPT, 1, ...args) : Promise.reject(error),
-        );
+      const reply = await this.#script(FRESHEN_SCRIPT, FRESHEN_SHA, address.key, expected, bytes, offset ?? -1, ttl);
       return FRESHEN_RESULTS[String(reply)] ?? 'unavailable';
     } catch (error) {
       this.#failed('freshen', address.key, error);
       return 'unavailable';
     }
+  }
+
+  async takeAhead(address: CacheAddress): Promise<boolean> {
+    if (!this.#health.usable(address.key)) return false;
+    try {
+      return (await this.#script(TAKE_AHEAD_SCRIPT, TAKE_AHEAD_SHA, address.key, ENTRY_FORMAT_VERSION)) === 1;
+    } catch (error) {
+      this.#failed('take-ahead', address.key, error);
+      return false;
+    }
+  }
+
+  /** A script on one key, sent by its hash, and by its text where the node does not have it yet. */
+  #script(script: string, sha: string, key: string, ...args: ReadonlyArray<Buffer | number>): Promise<unknown> {
+    return this.#client
+      .evalsha(sha, 1, key, ...args)
+      .catch((error: unknown) =>
+        isNoScript(error) ? this.#client.eval(script, 1, key, ...args) : Promise.reject(error),
+      );
   }
 
   async purge(group: CacheGroup): Promise<string | undefined> {

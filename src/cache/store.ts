@@ -48,6 +48,13 @@ export interface CacheStore {
    * Never throws.
    */
   freshen(address: CacheAddress, stored: CacheEntry, fresher: CacheEntry): Promise<FreshenResult>;
+  /**
+   * Takes a page fetched ahead (docs/cache.md#prefetch): clears the stored entry's flag of a page no
+   * request has taken, and answers true to the one caller of the fleet that cleared it (a request
+   * that took the page counts it used; the replica that fetched it, once it expired, wasted).
+   * False when the entry has no such flag, is gone, or the store could not be asked. Never throws.
+   */
+  takeAhead(address: CacheAddress): Promise<boolean>;
   /** An O(1) purge: a new generation makes every older entry of the group a miss. */
   purge(group: CacheGroup): Promise<string | undefined>;
   /** Entries and bytes held, for stores in this process (a shared store's size is not one replica's). */

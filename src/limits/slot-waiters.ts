@@ -6,7 +6,8 @@
  *
  * Prefetches (issue 19) wait in a second line, served only when the first is empty, and take only
  * a slot that can start at once: a prefetch never waits ahead of a client's request, nor holds a
- * slot whose start is still to come.
+ * slot whose start is still to come. A prefetch that a client's request has joined is promoted: it
+ * moves to the end of the first line and waits from then on as long as a request would.
  */
 
 export interface Slot {
@@ -19,6 +20,14 @@ export interface Slot {
 
 interface Waiter {
   readonly take: (slot: Slot | undefined) => void;
+}
+
+/** How a prefetch waiting in the second line becomes a request's wait. */
+export interface SparePromotion {
+  /** Runs `promote` when a client's request joins the prefetch (at once if one has). */
+  readonly whenPromoted: (promote: () => void) => void;
+  /** How long the promoted wait lasts from then on, ms: a request's bound. */
+  readonly waitMs: number;
 }
 
 export class SlotWaiters {
@@ -48,24 +57,35 @@ export class SlotWaiters {
     return this.#enter(this.#line, maxWaitMs);
   }
 
-  /** The same, in the prefetches' line. */
-  waitSpare(maxWaitMs: number): Promise<Slot | undefined> {
-    return this.#enter(this.#spare, maxWaitMs);
+  /** The same, in the prefetches' line, until `promotion` moves it into the first. */
+  waitSpare(maxWaitMs: number, promotion?: SparePromotion): Promise<Slot | undefined> {
+    return this.#enter(this.#spare, maxWaitMs, promotion);
   }
 
-  #enter(line: Map<number, Waiter>, maxWaitMs: number): Promise<Slot | undefined> {
+  #enter(first: Map<number, Waiter>, maxWaitMs: number, promotion?: SparePromotion): Promise<Slot | undefined> {
     const id = this.#next++;
     return new Promise<Slot | undefined>((resolve) => {
-      const timer = setTimeout(() => {
+      let line = first;
+      const leave = (): void => {
         line.delete(id);
         resolve(undefined);
-      }, maxWaitMs);
-      line.set(id, {
+      };
+      let timer = setTimeout(leave, maxWaitMs);
+      const waiter: Waiter = {
         take: (slot) => {
           clearTimeout(timer);
           line.delete(id);
           resolve(slot);
         },
+      };
+      line.set(id, waiter);
+      promotion?.whenPromoted(() => {
+        if (line === this.#line || line.get(id) !== waiter) return; // a request already, or done waiting
+        line.delete(id);
+        line = this.#line;
+        line.set(id, waiter);
+        clearTimeout(timer);
+        timer = setTimeout(leave, promotion.waitMs);
       });
     });
   }

@@ -17,7 +17,7 @@ import type { RedisClient } from '../platform/redis.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
 import { type SharedAttempt, SharedLedger } from './shared-ledger.js';
 import { type BudgetLimits, SlotLedger, START_ALLOWANCE_MS } from './slot-ledger.js';
-import { type Slot, SlotWaiters } from './slot-waiters.js';
+import { type Slot, SlotWaiters, type SparePromotion } from './slot-waiters.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
 
@@ -151,11 +151,23 @@ export class UpstreamBudget {
   /**
    * Runs `job` in a slot the budget has to spare now, or refuses at once (issue 19: a prefetch):
    * refused while any request of this replica waits for a slot, and given a slot only when no
-   * request waits and the slot can start at once, within `maxWaitMs` (the ledger's answer).
+   * request waits and the slot can start at once, within `maxWaitMs` (the ledger's answer);
+   * `promotion` makes it a request's wait once a client's request joins it.
    */
-  async runSpare<T>(job: () => Promise<T>, maxWaitMs: number): Promise<BudgetResult<T>> {
+  async runSpare<T>(job: () => Promise<T>, maxWaitMs: number, promotion?: SparePromotion): Promise<BudgetResult<T>> {
     if (this.#closed || this.#waiters.requests > 0) return REFUSED;
-    const waiting = this.#waiters.waitSpare(maxWaitMs);
+    const waiting = this.#waiters.waitSpare(
+      maxWaitMs,
+      promotion && {
+        waitMs: promotion.waitMs,
+        // Promoted, it may take a slot whose start is still to come: look for one now.
+        whenPromoted: (promote) =>
+          promotion.whenPromoted(() => {
+            promote();
+            this.#pump();
+          }),
+      },
+    );
     this.#pump();
     const slot = await waiting;
     if (slot === undefined) return REFUSED;

@@ -46,10 +46,11 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
     const company = request.principal.company;
     // A prefetch never probes a breaker that is not closed, nor takes a slot a client waits for;
     // its refusals are counted as prefetches (src/cache/prefetcher.ts), not as refused requests.
-    const spare = request.spare === true;
-    if (spare && breaker.state !== 'closed') return NO_SPARE;
+    // One that a client's request has joined is that request's fetch (src/cache/prefetch-standing.ts).
+    const prefetch = request.prefetch;
+    if (prefetch?.spare === true && breaker.state !== 'closed') return NO_SPARE;
     const paused = await pause.check(company);
-    if (paused.kind === 'paused' && spare) return NO_SPARE;
+    if (paused.kind === 'paused' && prefetch?.spare === true) return NO_SPARE;
     if (paused.kind === 'paused') {
       metrics?.upstreamRefused('paused');
       return {
@@ -70,10 +71,14 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
       };
     }
     const job = (): Promise<OriginOutcome> => fetch(request, validators);
-    const slot = spare
-      ? await budget.runSpare(job, Math.min(SPARE_WAIT_MS, options.maxQueueWaitMs))
-      : await budget.run(job, options.maxQueueWaitMs);
-    if (slot.kind === 'refused' && spare) {
+    const slot =
+      prefetch?.spare === true
+        ? await budget.runSpare(job, Math.min(SPARE_WAIT_MS, options.maxQueueWaitMs), {
+            whenPromoted: (promote) => prefetch.whenJoined(promote),
+            waitMs: options.maxQueueWaitMs,
+          })
+        : await budget.run(job, options.maxQueueWaitMs);
+    if (slot.kind === 'refused' && prefetch?.spare === true) {
       if (paused.probe) await pause.resume(company);
       return NO_SPARE;
     }

@@ -4,25 +4,28 @@
  * two walkers of one company walk the same collection at once, one through each replica, so that
  * both replicas fetch ahead of their walker at the same time. What must hold, counted at the
  * sandbox: every page reaches the upstream once, whichever replica fetched it ahead, and both
- * walkers read the upstream's pages.
+ * walkers read the upstream's pages. Then a walker sent to each replica in turn, as a round-robin
+ * balancer does: every page fetched ahead is counted used once over the two replicas, whichever
+ * fetched it and whichever took it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
-import { getWithToken } from '../helpers/http.js';
+import { getWithToken, send } from '../helpers/http.js';
 import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'prefetch across replicas: a secret of thirty-two bytes';
 
-/** Follows the collection to its end; the ids read, in order. */
-async function walk(base: string, bearer: string, perPage: number): Promise<number[]> {
+/** Follows the collection to its end, each request to the next of `bases` in turn; the ids read, in order. */
+async function walk(bases: string | readonly string[], bearer: string, perPage: number): Promise<number[]> {
   const ids: number[] = [];
   let after: number | undefined;
-  for (;;) {
+  for (let turn = 0; ; turn++) {
     const target = `${API_PREFIX}/movements?per_page=${String(perPage)}${after === undefined ? '' : `&after_id=${String(after)}`}`;
+    const base = typeof bases === 'string' ? bases : (bases[turn % bases.length] ?? '');
     const res = await getWithToken(base, target, bearer);
     expect(res.status, target).toBe(200);
     const page = JSON.parse(res.body.toString()) as {
@@ -35,6 +38,15 @@ async function walk(base: string, bearer: string, perPage: number): Promise<numb
     // The walker's own work on a page: the replicas fetch ahead meanwhile.
     await new Promise((resolve) => setTimeout(resolve, 15));
   }
+}
+
+/** A replica's prefetch counts by result, from its metrics. */
+async function prefetches(replica: Replica): Promise<Record<string, number>> {
+  const text = (await send(replica.adminUrl, '/metrics')).body.toString();
+  const counts: Record<string, number> = {};
+  for (const match of text.matchAll(/^slab_proxy_prefetches_total\{result="([a-z]+)"\} (\d+)/gm))
+    counts[match[1] ?? ''] = Number(match[2]);
+  return counts;
 }
 
 describe.each(REDIS_TOPOLOGIES)('prefetch across two replicas (%s Redis)', (topology) => {
@@ -77,5 +89,29 @@ describe.each(REDIS_TOPOLOGIES)('prefetch across two replicas (%s Redis)', (topo
     const counts = Object.values(sandbox.stats().byTarget);
     expect(counts.length).toBe(Math.ceil(direct.length / 20));
     expect(counts.filter((n) => n !== 1)).toEqual([]);
+  });
+
+  it('counts each page fetched ahead used once over the replicas, when the walker goes to each in turn', {
+    timeout: 60_000,
+  }, async () => {
+    const bearer = await mintDevToken({ company: 2, secret });
+    const before = await Promise.all(replicas.map(prefetches));
+    sandbox.faults.set({ latencyMs: 25 });
+    const ids = await walk(
+      replicas.map((r) => r.url),
+      bearer,
+      15,
+    );
+    sandbox.faults.set({});
+    expect(ids.length).toBeGreaterThan(45);
+    const after = await Promise.all(replicas.map(prefetches));
+    const sum = (result: string): number =>
+      after.reduce((total, counts, i) => total + (counts[result] ?? 0) - (before[i]?.[result] ?? 0), 0);
+    // The walk went to its end: every page fetched ahead was read by the walker, on one replica or the other.
+    expect(sum('started')).toBeGreaterThan(0);
+    expect(sum('used')).toBe(sum('started'));
+    expect(sum('wasted')).toBe(0);
+    // Each replica took pages the other fetched: the count is the fleet's, not the fetcher's.
+    expect(after.every((counts, i) => (counts.used ?? 0) > (before[i]?.used ?? 0))).toBe(true);
   });
 });

@@ -229,6 +229,46 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       expect((await subject.store.lookup(a)).entry).toBeUndefined();
     });
 
+    it('takes a page fetched ahead once: the first caller clears its flag, its expiry kept; nothing else is taken', async () => {
+      const a = address('receipts?per_page=24');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      const at = subject.now();
+      const ahead: CacheEntry = { ...entry(generation, BIG_BODY, 300, at), ahead: true };
+      await subject.store.save(a, ahead);
+      expect((await subject.store.lookup(a)).entry?.ahead).toBe(true);
+      const takers = await Promise.all([1, 2, 3].map(() => subject.store.takeAhead(a)));
+      expect(takers.filter(Boolean)).toHaveLength(1);
+      expect(await subject.store.takeAhead(a)).toBe(false);
+      const taken = (await subject.store.lookup(a)).entry;
+      expect(taken?.ahead).toBeUndefined();
+      expect(taken?.body.toString()).toBe(BIG_BODY);
+      expect(taken?.storedAt).toBe(at);
+      // Nothing to take: an entry that was not fetched ahead, or none at all.
+      const b = address('receipts?per_page=25');
+      await subject.store.save(b, entry(generation, '{"own":true}', 60_000, at));
+      expect(await subject.store.takeAhead(b)).toBe(false);
+      expect(await subject.store.takeAhead(address('receipts?per_page=26'))).toBe(false);
+      // Its expiry as saved, not lengthened by the take.
+      await subject.advance(400);
+      expect((await subject.store.lookup(a)).entry).toBeUndefined();
+    });
+
+    it('freshens a page fetched ahead that a request took after it was read (the flag is no part of the response)', async () => {
+      const a = address('receipts?per_page=27');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      const at = subject.now();
+      await subject.store.save(a, { ...entry(generation, BIG_BODY, 60_000, at), ahead: true, upstreamEtag: '"u1"' });
+      const held = (await subject.store.lookup(a)).entry;
+      if (held === undefined) throw new Error('saved');
+      expect(await subject.store.takeAhead(a)).toBe(true);
+      const fresher: CacheEntry = { ...held, ahead: undefined, storedAt: at + 10, freshUntil: at + 9_000 };
+      expect(await subject.store.freshen(a, held, fresher)).toBe('freshened');
+      const found = (await subject.store.lookup(a)).entry;
+      expect(found?.freshUntil).toBe(at + 9_000);
+      expect(found?.ahead).toBeUndefined();
+      expect(await subject.store.takeAhead(a)).toBe(false);
+    });
+
     it('does not keep an entry whose keepUntil has passed', async () => {
       const a = address('receipts?per_page=8');
       expect(await subject.store.save(a, entry('g', '{}', -1))).toBe(false);

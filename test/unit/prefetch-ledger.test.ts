@@ -1,6 +1,15 @@
-/** The prefetches' ledger (src/cache/prefetch-ledger.ts): the caps in flight, and pages used or wasted. */
+/** The prefetches' ledger (src/cache/prefetch-ledger.ts): the caps in flight, and pages it lets go. */
 import { describe, expect, it } from 'vitest';
+import type { CacheAddress } from '../../src/cache/cache-key.js';
 import { PrefetchLedger } from '../../src/cache/prefetch-ledger.js';
+
+const address = (key: string): CacheAddress => ({
+  group: { company: '1', resource: 'receipts' },
+  tag: '{1:receipts}',
+  key,
+  generationKey: `gen-${key}`,
+  leaseKey: `lease-${key}`,
+});
 
 describe('PrefetchLedger', () => {
   it('holds the cap per company and per replica, and frees both at the end', () => {
@@ -15,26 +24,26 @@ describe('PrefetchLedger', () => {
     expect(ledger.tryStart('1')).toBe(false);
   });
 
-  it('counts a page fetched ahead once: used while fresh, wasted once expired, nothing for others', () => {
+  it('lets go of a page fetched ahead once it expires, at most one sweep a second', () => {
     const ledger = new PrefetchLedger({ maxInFlight: 1, maxPerCompany: 1 });
-    ledger.fetched('a', 1_000);
-    ledger.fetched('b', 1_000);
-    expect(ledger.take('a', 999)).toBe('used');
-    expect(ledger.take('a', 999)).toBeUndefined();
-    expect(ledger.take('b', 1_000)).toBe('wasted');
-    expect(ledger.take('c', 0)).toBeUndefined();
+    expect(ledger.waiting).toBe(false);
+    ledger.fetched(address('a'), 5_000);
+    ledger.fetched(address('b'), 10_000);
+    expect(ledger.waiting).toBe(true);
+    expect(ledger.sweep(6_000).map((page) => page.key)).toEqual(['a']);
+    expect(ledger.sweep(6_500)).toEqual([]); // within the second: not swept again
+    expect(ledger.sweep(9_000)).toEqual([]); // 'b' still fresh
+    expect(ledger.sweep(11_000).map((page) => page.key)).toEqual(['b']);
+    expect(ledger.waiting).toBe(false);
   });
 
-  it('sweeps the expired untaken at most once a second, and pushes the oldest out past its bound', () => {
+  it('pushes the oldest out past its bound, and a page fetched again is remembered once', () => {
     const ledger = new PrefetchLedger({ maxInFlight: 1, maxPerCompany: 1, maxWaiting: 2 });
-    ledger.fetched('a', 5_000);
-    ledger.fetched('b', 10_000);
-    expect(ledger.sweep(6_000)).toBe(1);
-    expect(ledger.sweep(6_500)).toBe(0); // within the second: not swept again
-    expect(ledger.fetched('c', 20_000)).toBe(0);
-    expect(ledger.fetched('d', 20_000)).toBe(1); // 'b' pushed out
-    expect(ledger.take('b', 7_000)).toBeUndefined();
-    expect(ledger.take('c', 7_000)).toBe('used');
+    expect(ledger.fetched(address('a'), 5_000)).toEqual([]);
+    expect(ledger.fetched(address('b'), 5_000)).toEqual([]);
+    expect(ledger.fetched(address('a'), 6_000)).toEqual([]); // again: moved to the newest
+    expect(ledger.fetched(address('c'), 7_000).map((page) => page.key)).toEqual(['b']);
+    expect(ledger.sweep(20_000).map((page) => page.key)).toEqual(['a', 'c']);
   });
 
   it('refuses caps that are not positive integers, naming the setting', () => {

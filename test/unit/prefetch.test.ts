@@ -15,8 +15,13 @@ import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/origin.
 import { CachePolicies } from '../../src/cache/policy.js';
 import type { ReadOutcome } from '../../src/cache/read-outcome.js';
 import { createReadService, type ReadService } from '../../src/cache/read-service.js';
+import type { CacheStore } from '../../src/cache/store.js';
 import { ProxyError, UpstreamUnavailableError } from '../../src/errors/proxy-error.js';
+import { CircuitBreaker } from '../../src/limits/circuit-breaker.js';
+import { createUpstreamBudget } from '../../src/limits/upstream-budget.js';
+import { createUpstreamPause } from '../../src/limits/upstream-pause.js';
 import type { PrefetchResult } from '../../src/observability/metrics.js';
+import { guardOrigin } from '../../src/upstream/guarded-fetch.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 
@@ -70,10 +75,11 @@ const origin: Origin = async (req) => {
     target: req.read.upstreamTarget,
     company: req.principal.company,
     token: req.token,
-    spare: req.spare === true,
+    spare: req.prefetch !== undefined,
   });
-  if (req.spare === true && gate !== undefined) await gate;
+  // Judged as the request was when it was asked (a client's request may join a prefetch later).
   const refused = refuse?.(req);
+  if (req.prefetch !== undefined && gate !== undefined) await gate;
   if (refused !== undefined) return refused;
   const query = new URLSearchParams(req.read.query);
   const body = page(req.principal.company, Number(query.get('after_id') ?? 0), Number(query.get('per_page')));
@@ -91,18 +97,29 @@ const origin: Origin = async (req) => {
   };
 };
 
-function start(
-  options: { depth?: number; maxConcurrent?: number; maxPerCompany?: number; prefetch?: boolean } = {},
-): void {
+interface StartOptions {
+  depth?: number;
+  maxConcurrent?: number;
+  maxPerCompany?: number;
+  prefetch?: boolean;
+  /** Shared by the replicas of a test (default: a store of its own). */
+  store?: CacheStore;
+  /** Where this replica counts its prefetches (default: `counted`). */
+  count?: PrefetchResult[];
+  /** The origin (default: the paging fake, unguarded). */
+  fetch?: Origin;
+}
+
+function start(options: StartOptions = {}): ReadService {
   reads = createReadService({
-    store: createMemoryStore({ maxBytes: 1_048_576, now: () => clock }),
+    store: options.store ?? createMemoryStore({ maxBytes: 1_048_576, now: () => clock }),
     l1: undefined,
     coordinator: LOCAL_COORDINATOR,
     policies: new CachePolicies(
       configWith({ cache: { resources: { receipts: { ttl: 60, prefetch: options.prefetch ?? true } } } }).cache,
     ),
     keyPrefix: 'test',
-    fetch: origin,
+    fetch: options.fetch ?? origin,
     coalesceWaitMs: 100,
     now: () => clock,
     metrics: {
@@ -110,7 +127,7 @@ function start(
       l1Lookup: () => undefined,
       storeLookup: () => undefined,
       revalidation: () => undefined,
-      prefetch: (result) => counted.push(result),
+      prefetch: (result) => (options.count ?? counted).push(result),
     },
     prefetch: {
       depth: options.depth ?? 2,
@@ -119,17 +136,19 @@ function start(
     },
     onPrefetch: (walk) => walks.push(walk),
   });
+  return reads;
 }
 
-async function serve(target: string, company = '1'): Promise<ReadOutcome> {
-  const outcome = await reads.serve(request(target, company));
+async function serve(target: string, company = '1', replica = reads): Promise<ReadOutcome> {
+  const outcome = await replica.serve(request(target, company));
   if (outcome instanceof ProxyError) throw new Error(outcome.code);
   return outcome;
 }
 
-/** Every walk ahead started so far, and those they started, settled. */
+/** Every walk ahead started so far, and those they started, settled; and what the store answered counted. */
 async function settled(): Promise<void> {
   for (let seen = 0; seen < walks.length; seen = walks.length) await Promise.all(walks.slice(seen));
+  await new Promise((resolve) => setImmediate(resolve));
 }
 
 const targets = (): string[] => asked.map((a) => a.target.slice(a.target.indexOf('?') + 1));
@@ -171,6 +190,30 @@ describe('next-page prefetch', () => {
     expect(counted.filter((r) => r === 'used')).toHaveLength(3);
   });
 
+  it('counts a page fetched ahead once in the fleet: used by the replica whose request took it, wasted by the one that fetched it', async () => {
+    const store = createMemoryStore({ maxBytes: 1_048_576, now: () => clock });
+    const onA: PrefetchResult[] = [];
+    const onB: PrefetchResult[] = [];
+    const a = start({ depth: 1, store, count: onA });
+    const b = start({ depth: 1, store, count: onB });
+    await serve('receipts?per_page=3', '1', a); // A fetches page 2 ahead
+    await settled();
+    expect((await serve('receipts?after_id=3&per_page=3', '1', b)).cacheResult).toBe('hit'); // B takes it, fetches page 3 ahead
+    await settled();
+    expect((await serve('receipts?after_id=3&per_page=3', '1', a)).cacheResult).toBe('hit'); // taken already: not counted again
+    await serve('receipts?after_id=3&per_page=3', '1', b);
+    await settled();
+    expect(onA).toEqual(['started']);
+    expect(onB.toSorted()).toEqual(['started', 'used']);
+    // Page 3 expires untaken: B, which fetched it, counts it wasted at its next request; A nothing.
+    clock += 61_000;
+    await serve('receipts/1', '1', b);
+    await serve('receipts/1', '1', a);
+    await settled();
+    expect(onB.toSorted()).toEqual(['started', 'used', 'wasted']);
+    expect(onA).toEqual(['started']);
+  });
+
   it('fetches nothing ahead for a resource without prefetch, a record, or the last page', async () => {
     start({ prefetch: false });
     await serve('receipts?per_page=3');
@@ -187,7 +230,7 @@ describe('next-page prefetch', () => {
   it('stores no error in a page’s place, and ends the walk ahead at the first', async () => {
     start({ depth: 3 });
     refuse = (req) =>
-      req.spare === true
+      req.prefetch?.spare === true
         ? {
             kind: 'failure',
             error: new UpstreamUnavailableError(1),
@@ -210,7 +253,7 @@ describe('next-page prefetch', () => {
   it('counts a prefetch the upstream has no room for, and stores nothing', async () => {
     start();
     refuse = (req) =>
-      req.spare === true
+      req.prefetch?.spare === true
         ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
         : undefined;
     await serve('receipts?per_page=3');
@@ -226,7 +269,7 @@ describe('next-page prefetch', () => {
     });
     start({ depth: 1 });
     refuse = (req) =>
-      req.spare === true
+      req.prefetch?.spare === true
         ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
         : undefined;
     await serve('receipts?per_page=3');
@@ -238,6 +281,47 @@ describe('next-page prefetch', () => {
     if (outcome instanceof ProxyError) throw new Error(`a ${String(outcome.status)} from a prefetch's refusal`);
     expect(outcome.status).toBe(200);
     expect(asked.map((a) => a.spare)).toEqual([false, true, false]);
+  });
+
+  it('a walker that joins a prefetch waiting for a slot to spare makes it its own request: the next slot is its, ahead of later requests', async () => {
+    const budget = createUpstreamBudget({ maxConcurrent: 1, maxPerSecond: 1_000, replicas: 1, holdMs: 1_000 });
+    let free = (): void => undefined;
+    const busy = new Promise<void>((resolve) => {
+      free = resolve;
+    });
+    // The paging fake behind the real guard and budget; a record read holds the one slot until `free`.
+    const guarded = guardOrigin(
+      async (req, validators) => {
+        if (req.read.kind === 'record' && req.read.upstreamTarget.endsWith('/5')) await busy;
+        return origin(req, validators);
+      },
+      {
+        breaker: new CircuitBreaker({ failures: 5, openForMs: 60_000 }),
+        pause: createUpstreamPause({ probeMs: 1_000 }),
+        budget,
+        maxQueueWaitMs: 5_000,
+      },
+    );
+    const store = createMemoryStore({ maxBytes: 1_048_576, now: () => clock });
+    // Page 1 stored by a replica without prefetch; this one then hits it and walks ahead from it.
+    await serve('receipts?per_page=3', '1', start({ store, prefetch: false }));
+    const walker = start({ store, depth: 1, fetch: guarded });
+    const holding = walker.serve(request('receipts/5'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect((await serve('receipts?per_page=3', '1', walker)).cacheResult).toBe('hit');
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the prefetch of page 2 waits for a slot to spare
+    const second = serve('receipts?after_id=3&per_page=3', '1', walker); // joins it
+    await new Promise((resolve) => setImmediate(resolve));
+    const later = walker.serve(request('receipts/7'));
+    // Past the prefetch's own wait: a prefetch would have given up by now and the walker fetched after `later`.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    free();
+    expect((await second).cacheResult).toBe('collapsed');
+    await Promise.all([holding, later]);
+    await settled();
+    expect(asked.slice(1).map((a) => a.target.replace(/\?.*/, '').split('/').at(-1))).toEqual(['5', 'receipts', '7']);
+    expect(counted.filter((r) => r === 'used')).toHaveLength(1);
+    budget.close();
   });
 
   it('keeps each company’s pages its own: another company’s same request is its own miss', async () => {

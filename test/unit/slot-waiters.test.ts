@@ -29,6 +29,34 @@ describe('SlotWaiters', () => {
     expect(waiters.size).toBe(0);
   });
 
+  it("promotes a prefetch a request joined: to the end of the first line, with the request's bound, and any slot", async () => {
+    let at = 1_000;
+    const waiters = new SlotWaiters(() => at);
+    let promote = (): void => undefined;
+    const prefetch = waiters.waitSpare(20, { whenPromoted: (p) => (promote = p), waitMs: 10_000 });
+    const request = waiters.wait(10_000);
+    promote();
+    expect(waiters.requests).toBe(2);
+    // Past the prefetch's own 20 ms bound: promoted, it waits as long as a request.
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(waiters.hand(slot('a', 1_000))).toBe(true);
+    at = 999; // a slot whose start is still to come: a prefetch gives up on it, a promoted one takes it
+    expect(waiters.hand(slot('later', 1_000))).toBe(true);
+    expect((await request)?.id).toBe('a');
+    expect((await prefetch)?.id).toBe('later');
+    expect(waiters.size).toBe(0);
+  });
+
+  it('leaves a prefetch that already gave up alone when it is promoted', async () => {
+    const waiters = new SlotWaiters(() => 1_000);
+    let promote = (): void => undefined;
+    const prefetch = waiters.waitSpare(1_000, { whenPromoted: (p) => (promote = p), waitMs: 10_000 });
+    expect(waiters.hand(slot('later', 1_001))).toBe(false);
+    expect(await prefetch).toBeUndefined();
+    promote();
+    expect(waiters.size).toBe(0);
+  });
+
   it('refuses every waiter of both lines when closed', async () => {
     const waiters = new SlotWaiters();
     const request = waiters.wait(1_000);

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/origin.js';
+import { PrefetchStanding } from '../../src/cache/prefetch-standing.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { CircuitBreaker } from '../../src/limits/circuit-breaker.js';
 import { createUpstreamBudget } from '../../src/limits/upstream-budget.js';
@@ -26,10 +27,10 @@ const PRINCIPAL: Principal = {
   tokenDigest: 'digest',
 };
 
-function request(spare: boolean): ReadRequest {
+function request(prefetch: PrefetchStanding | undefined): ReadRequest {
   const read = canonicaliseTarget('/api/slab/v1/operations/receipts?per_page=3');
   if (read instanceof ProxyError) throw new Error(read.code);
-  return { read, principal: PRINCIPAL, token: 't', requestId: 'r', spare };
+  return { read, principal: PRINCIPAL, token: 't', requestId: 'r', prefetch };
 }
 
 const OK: OriginOutcome = {
@@ -68,7 +69,7 @@ function guarded(maxConcurrent = 4) {
 describe('the upstream guard for a prefetch', () => {
   it('asks the upstream when a slot is to spare', async () => {
     const g = guarded();
-    expect((await g.origin(request(true))).kind).toBe('answer');
+    expect((await g.origin(request(new PrefetchStanding()))).kind).toBe('answer');
     expect(g.asked()).toBe(1);
     g.budget.close();
   });
@@ -76,7 +77,7 @@ describe('the upstream guard for a prefetch', () => {
   it('never asks while the breaker is open, nor takes its probe; the refusal is marked and not counted', async () => {
     const g = guarded();
     g.breaker.failure();
-    const outcome = await g.origin(request(true));
+    const outcome = await g.origin(request(new PrefetchStanding()));
     expect(outcome).toMatchObject({ kind: 'failure', spareRefused: true });
     expect(g.asked()).toBe(0);
     expect(g.refusals).toEqual([]);
@@ -86,7 +87,7 @@ describe('the upstream guard for a prefetch', () => {
   it('never asks for a company the upstream paused', async () => {
     const g = guarded();
     await g.pause.pause('1', 30_000);
-    expect(await g.origin(request(true))).toMatchObject({ kind: 'failure', spareRefused: true });
+    expect(await g.origin(request(new PrefetchStanding()))).toMatchObject({ kind: 'failure', spareRefused: true });
     expect(g.asked()).toBe(0);
     expect(g.refusals).toEqual([]);
     g.budget.close();
@@ -99,10 +100,47 @@ describe('the upstream guard for a prefetch', () => {
       release = () => resolve(OK);
     });
     const busy = g.budget.run(() => held, 1_000);
-    expect(await g.origin(request(true))).toMatchObject({ kind: 'failure', spareRefused: true });
+    expect(await g.origin(request(new PrefetchStanding()))).toMatchObject({ kind: 'failure', spareRefused: true });
     expect(g.refusals).toEqual([]);
     release();
     await busy;
+    g.budget.close();
+  });
+
+  it("joined by a client while it waits, waits as that request: takes the freed slot, and a refusal is the request's", async () => {
+    const g = guarded(1);
+    let release = (): void => undefined;
+    const held = new Promise<OriginOutcome>((resolve) => {
+      release = () => resolve(OK);
+    });
+    const busy = g.budget.run(() => held, 1_000);
+    const prefetch = new PrefetchStanding();
+    const joined = g.origin(request(prefetch));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    prefetch.join();
+    // Past the prefetch's own 100 ms wait: promoted, it waits as a request (1 s) for the slot.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    release();
+    expect((await joined).kind).toBe('answer');
+    expect(g.asked()).toBe(1);
+    await busy;
+    // Joined before the guard: a request from the start, refused as one, and counted.
+    const noRoom = guarded(1);
+    const hold = noRoom.budget.run(() => new Promise<OriginOutcome>(() => undefined), 1_000);
+    const joinedEarly = new PrefetchStanding();
+    joinedEarly.join();
+    const refused = await guardOrigin(async () => OK, {
+      breaker: noRoom.breaker,
+      pause: noRoom.pause,
+      budget: noRoom.budget,
+      maxQueueWaitMs: 30,
+      metrics: { upstream: () => undefined, upstreamRefused: (reason) => noRoom.refusals.push(reason) },
+    })(request(joinedEarly));
+    expect(refused).toMatchObject({ kind: 'failure', fwdStatus: 503 });
+    expect(refused).not.toHaveProperty('spareRefused');
+    expect(noRoom.refusals).toEqual(['budget']);
+    noRoom.budget.close();
+    void hold;
     g.budget.close();
   });
 });

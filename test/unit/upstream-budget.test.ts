@@ -86,6 +86,24 @@ describe('upstream budget: a prefetch only with a slot to spare (issue 19)', () 
     budget.close();
   });
 
+  it('a prefetch a client joined takes the next slot, ahead of requests that came after the join', async () => {
+    const budget = createUpstreamBudget({ maxConcurrent: 1, maxPerSecond: 1000, replicas: 1, holdMs: 1_000 });
+    const holding = deferred();
+    const order: string[] = [];
+    const first = budget.run(() => holding.promise.then(() => order.push('first')), 1_000);
+    let join = (): void => undefined;
+    const spare = budget.runSpare(async () => order.push('prefetch'), 1_000, {
+      whenPromoted: (promote) => (join = promote),
+      waitMs: 1_000,
+    });
+    join(); // a client's request joined the prefetch
+    const later = budget.run(async () => order.push('later'), 1_000);
+    holding.release();
+    await Promise.all([first, spare, later]);
+    expect(order).toEqual(['first', 'prefetch', 'later']);
+    budget.close();
+  });
+
   it("refuses a prefetch when the second's starts are spent", async () => {
     const budget = createUpstreamBudget({ maxConcurrent: 10, maxPerSecond: 1, replicas: 1, holdMs: 1_000 });
     expect(await budget.run(() => Promise.resolve('client'), 50)).toEqual({ kind: 'ran', value: 'client' });
