@@ -26,7 +26,8 @@
  * writes a V8 CPU profile there), BENCH_NODE_FLAGS (extra node flags for the proxies),
  * BENCH_L1_TTL (the proxies' `cache.l1.ttl`, seconds), BENCH_BEFORE (an earlier commit's checkout,
  * built, with its node_modules: its proxy joins the hit and half-load rounds as "proxy before", so
- * that a change is measured before and after in one run), BENCH_LIMIT_WINDOW (the never-refusing
+ * that a change is measured before and after in one run), BENCH_BEFORE_NODE (a node binary for that
+ * proxy: the same build on another runtime, with BENCH_BEFORE=.), BENCH_LIMIT_WINDOW (the never-refusing
  * limits' window, seconds: 1).
  */
 import { randomBytes } from 'node:crypto';
@@ -135,7 +136,11 @@ async function startBefore(
   if (dir === undefined) return undefined;
   const mainJs = join(resolve(dir), 'dist', 'main.js');
   if (!existsSync(mainJs)) throw new Error(`BENCH_BEFORE: ${mainJs} is missing (build that checkout first)`);
-  say(`before: the proxy of ${dir}, as "proxy before", with the key prefix ${KEY_PREFIX}-before`);
+  const node = envText('BENCH_BEFORE_NODE');
+  if (node !== undefined && !existsSync(node)) throw new Error(`BENCH_BEFORE_NODE: ${node} is missing`);
+  say(
+    `before: the proxy of ${dir}${node === undefined ? '' : ` on ${node}`}, as "proxy before", with the key prefix ${KEY_PREFIX}-before`,
+  );
   return startProxy({
     ...proxyOptions,
     name: 'proxy before',
@@ -143,6 +148,7 @@ async function startBefore(
     cpu: SERVER_CPU,
     nodeFlags,
     mainJs,
+    ...(node !== undefined && { node }),
   });
 }
 

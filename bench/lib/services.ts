@@ -139,6 +139,8 @@ export interface ProxyOptions {
   readonly waitForRedis?: boolean;
   /** Another build's entry point (BENCH_BEFORE: an earlier commit's checkout); default this one's dist/main.js. */
   readonly mainJs?: string;
+  /** Another node binary (BENCH_BEFORE_NODE); default the one running the bench. */
+  readonly node?: string;
 }
 
 export interface ProxyProcess {
@@ -165,22 +167,27 @@ export function shippedNodeFlags(): string[] {
 export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
   const [port = 0, adminPort = 0] = await freePorts(2);
   const flags = [...shippedNodeFlags(), ...(options.nodeFlags ?? [])];
-  const launched = launch(options.name, process.execPath, [...flags, options.mainJs ?? 'dist/main.js'], {
-    env: {
-      PATH,
-      NODE_ENV: 'production',
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      ADMIN_PORT: String(adminPort),
-      UPSTREAM_URL: options.upstreamUrl,
-      ...options.redis?.env,
-      JWT_SECRET: options.secret,
-      LOG_LEVEL: options.logLevel,
-      CONFIG_FILE: options.configFile,
+  const launched = launch(
+    options.name,
+    options.node ?? process.execPath,
+    [...flags, options.mainJs ?? 'dist/main.js'],
+    {
+      env: {
+        PATH,
+        NODE_ENV: 'production',
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        ADMIN_PORT: String(adminPort),
+        UPSTREAM_URL: options.upstreamUrl,
+        ...options.redis?.env,
+        JWT_SECRET: options.secret,
+        LOG_LEVEL: options.logLevel,
+        CONFIG_FILE: options.configFile,
+      },
+      ...(options.cpu !== undefined && { cpu: options.cpu }),
+      stdout: options.stdout ?? 'ignore',
     },
-    ...(options.cpu !== undefined && { cpu: options.cpu }),
-    stdout: options.stdout ?? 'ignore',
-  });
+  );
   const adminUrl = `http://127.0.0.1:${String(adminPort)}`;
   await waitReady(launched, adminUrl, { timeoutMs: 20_000, redis: options.waitForRedis ?? false });
   return { launched, url: `http://127.0.0.1:${String(port)}`, adminUrl };

@@ -164,7 +164,6 @@ export class Prefetcher {
         }
       }
       if (filling(address.key)) return this.#ends('filling');
-      this.#options.count?.('started');
       return this.#fetched(address, await lead(request, address, policy, lookup));
     } finally {
       this.#reaching.delete(address.key);
@@ -172,9 +171,15 @@ export class Prefetcher {
     }
   }
 
+  /**
+   * What the fill of a prefetch did. `started` counts the prefetches that asked the upstream (a
+   * fill that stood down for another replica's lease, or was refused a slot, asked nothing), so
+   * that over the replicas `used` + `wasted` + `failed` come to `started`.
+   */
   #fetched(address: CacheAddress, fill: Fill): CacheEntry | undefined {
     if (fill.kind === 'skipped') return this.#ends('leased');
-    if (fill.kind === 'failure') return this.#ends(fill.outcome.spareRefused === true ? 'budget' : 'failed');
+    if (fill.kind === 'failure' && fill.outcome.spareRefused === true) return this.#ends('budget');
+    this.#options.count?.('started');
     if (fill.kind !== 'entry') return this.#ends('failed');
     this.#letGo(this.#options.ledger.fetched(address, fill.entry.freshUntil));
     return fill.entry;

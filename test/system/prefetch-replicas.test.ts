@@ -14,7 +14,7 @@ import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
-import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
+import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'prefetch across replicas: a secret of thirty-two bytes';
@@ -104,12 +104,17 @@ describe.each(REDIS_TOPOLOGIES)('prefetch across two replicas (%s Redis)', (topo
     );
     sandbox.faults.set({});
     expect(ids.length).toBeGreaterThan(45);
-    const after = await Promise.all(replicas.map(prefetches));
+    let after: Array<Record<string, number>> = [];
     const sum = (result: string): number =>
       after.reduce((total, counts, i) => total + (counts[result] ?? 0) - (before[i]?.[result] ?? 0), 0);
-    // The walk went to its end: every page fetched ahead was read by the walker, on one replica or the other.
+    // The walk went to its end: every page fetched ahead was read by the walker, on one replica or
+    // the other. A take is counted once the store has answered it, after the page was sent.
+    await until(async () => {
+      after = await Promise.all(replicas.map(prefetches));
+      return sum('used') >= sum('started');
+    }, `used = started (${JSON.stringify(after)})`).catch(() => undefined);
     expect(sum('started')).toBeGreaterThan(0);
-    expect(sum('used')).toBe(sum('started'));
+    expect(sum('used'), JSON.stringify({ before, after })).toBe(sum('started'));
     expect(sum('wasted')).toBe(0);
     // Each replica took pages the other fetched: the count is the fleet's, not the fetcher's.
     expect(after.every((counts, i) => (counts.used ?? 0) > (before[i]?.used ?? 0))).toBe(true);

@@ -143,7 +143,7 @@ export const REVALIDATIONS = {
 
 export const PREFETCHES = {
   name: 'slab_proxy_prefetches_total',
-  help: 'Next pages of keyset walks fetched ahead of the walker: started, used (a request took the page), wasted (expired unused), failed (the upstream refused or failed), and skipped by reason: cached, filling, leased (another replica), cap, budget (no slot to spare).',
+  help: 'Next pages of keyset walks fetched ahead of the walker: started (asked of the upstream), used (a request of any replica took the page first here), wasted (expired untaken), failed (the upstream refused or failed), and skipped by reason: cached, filling, leased (another replica), cap, budget (no slot to spare).',
   labelNames: ['result'],
   zeroes: [['started'], ['used'], ['wasted'], ['failed'], ['cached'], ['filling'], ['leased'], ['cap'], ['budget']],
 } as const satisfies CounterDefinition<string>;
