@@ -73,6 +73,9 @@ async function walk(base: string, bearer: string, walker: Walker, thinkMs: numbe
   }
 }
 
+/** The prefetch results that are a page's fate, not a walk ahead stopping short. */
+const SETTLED = new Set(['started', 'used', 'wasted']);
+
 /** The proxy's prefetch counts, by result. */
 async function prefetchCounts(adminUrl: string): Promise<Record<string, number>> {
   const text = await (await fetch(`${adminUrl}/metrics`)).text();
@@ -146,6 +149,10 @@ runProgram('walkers', async () => {
       const ratio = on.seconds / off.seconds;
       const used = (on.prefetch.used ?? 0) / Math.max(1, on.prefetch.started ?? 0);
       const ok = ratio <= c.target && on.upstream <= off.upstream;
+      const skipped = Object.entries(on.prefetch).filter(([result, n]) => n > 0 && !SETTLED.has(result));
+      say(
+        `  ${c.name}: walks ahead stopped short by ${skipped.map(([r, n]) => `${r} ${fmtInt(n)}`).join(', ') || 'nothing'}`,
+      );
       pass &&= ok;
       rows.push([
         c.name,

@@ -5,8 +5,8 @@
  * spent the budget).
  *
  * Prefetches (issue 19) wait in a second line, served only when the first is empty, and take only
- * a slot that can start at once: a prefetch never waits ahead of a client's request, nor holds a
- * slot whose start is still to come. A prefetch that a client's request has joined is promoted: it
+ * a slot that can start at once (within the spacing between starts): a prefetch never waits ahead
+ * of a client's request, nor holds a slot whose start is further off. A prefetch that a client's request has joined is promoted: it
  * moves to the end of the first line and waits from then on as long as a request would.
  */
 
@@ -36,10 +36,16 @@ export class SlotWaiters {
   /** Prefetches, served when `#line` is empty. */
   readonly #spare = new Map<number, Waiter>();
   readonly #now: () => number;
+  readonly #spareLeewayMs: () => number;
   #next = 0;
 
-  constructor(now: () => number = Date.now) {
+  /**
+   * `spareLeewayMs`: how far ahead a slot's start may be due and still count as one that starts
+   * now for a prefetch: the budget's spacing between starts (pacing, not a queue).
+   */
+  constructor(now: () => number = Date.now, spareLeewayMs: () => number = () => 0) {
     this.#now = now;
+    this.#spareLeewayMs = spareLeewayMs;
   }
 
   /** Slots wanted: every request waiting, prefetches included. */
@@ -92,7 +98,8 @@ export class SlotWaiters {
 
   /**
    * Gives `slot` to the longest waiting request, else to the longest waiting prefetch if the slot
-   * can start now (a prefetch offered a later one gives up); `false` when the slot is not taken.
+   * can start now or within the leeway (a prefetch offered a later one gives up: the budget has
+   * no room now); `false` when the slot is not taken.
    */
   hand(slot: Slot): boolean {
     const first = this.#line.values().next();
@@ -102,7 +109,7 @@ export class SlotWaiters {
     }
     const spare = this.#spare.values().next();
     if (spare.done === true) return false;
-    if (slot.startAt > this.#now()) {
+    if (slot.startAt > this.#now() + this.#spareLeewayMs()) {
       spare.value.take(undefined);
       return false;
     }

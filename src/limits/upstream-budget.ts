@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
 import { type SharedAttempt, SharedLedger } from './shared-ledger.js';
-import { type BudgetLimits, SlotLedger, START_ALLOWANCE_MS } from './slot-ledger.js';
+import { type BudgetLimits, SlotLedger, START_ALLOWANCE_MS, spacingMs } from './slot-ledger.js';
 import { type Slot, SlotWaiters, type SparePromotion } from './slot-waiters.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
@@ -89,7 +89,9 @@ export class UpstreamBudget {
     this.#limits = { maxConcurrent: options.maxConcurrent, maxPerSecond: options.maxPerSecond };
     this.#replicas = () => Math.max(1, options.liveReplicas?.() ?? options.replicas);
     this.#now = options.now ?? Date.now;
-    this.#waiters = new SlotWaiters(this.#now);
+    // A prefetch may take a slot paced one spacing ahead: two fetches that start together are
+    // spaced by the rate, and the second is no less a slot to spare (issue 19).
+    this.#waiters = new SlotWaiters(this.#now, () => spacingMs(this.#limits));
     const holdMs = options.holdMs + HOLD_MARGIN_MS;
     // This replica's own slots count until they are released: it knows when its exchanges end.
     this.#own = new SlotLedger(Number.POSITIVE_INFINITY);
@@ -171,6 +173,8 @@ export class UpstreamBudget {
     this.#pump();
     const slot = await waiting;
     if (slot === undefined) return REFUSED;
+    const early = slot.startAt - this.#now();
+    if (early > 0) await new Promise((resolve) => setTimeout(resolve, early));
     try {
       return { kind: 'ran', value: await job() };
     } finally {

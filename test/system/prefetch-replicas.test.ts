@@ -109,10 +109,13 @@ describe.each(REDIS_TOPOLOGIES)('prefetch across two replicas (%s Redis)', (topo
       after.reduce((total, counts, i) => total + (counts[result] ?? 0) - (before[i]?.[result] ?? 0), 0);
     // The walk went to its end: every page fetched ahead was read by the walker, on one replica or
     // the other. A take is counted once the store has answered it, after the page was sent.
-    await until(async () => {
-      after = await Promise.all(replicas.map(prefetches));
-      return sum('used') >= sum('started');
-    }, `used = started (${JSON.stringify(after)})`).catch(() => undefined);
+    await until(
+      async () => {
+        after = await Promise.all(replicas.map(prefetches));
+        return sum('used') >= sum('started');
+      },
+      `used = started (${JSON.stringify(after)})`,
+    ).catch(() => undefined);
     expect(sum('started')).toBeGreaterThan(0);
     expect(sum('used'), JSON.stringify({ before, after })).toBe(sum('started'));
     expect(sum('wasted')).toBe(0);

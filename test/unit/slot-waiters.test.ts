@@ -29,6 +29,19 @@ describe('SlotWaiters', () => {
     expect(waiters.size).toBe(0);
   });
 
+  it('counts a slot paced within the leeway (the spacing between starts) as one that starts now for a prefetch', async () => {
+    const waiters = new SlotWaiters(
+      () => 1_000,
+      () => 5,
+    );
+    const paced = waiters.waitSpare(1_000);
+    expect(waiters.hand(slot('paced', 1_005))).toBe(true);
+    expect((await paced)?.id).toBe('paced');
+    const later = waiters.waitSpare(1_000);
+    expect(waiters.hand(slot('later', 1_006))).toBe(false);
+    expect(await later).toBeUndefined();
+  });
+
   it("promotes a prefetch a request joined: to the end of the first line, with the request's bound, and any slot", async () => {
     let at = 1_000;
     const waiters = new SlotWaiters(() => at);
