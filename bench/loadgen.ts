@@ -78,7 +78,7 @@ export interface LoadtestResult {
   /** What the sandbox served during the run, when its counters are reachable. */
   readonly sandboxServed: number | undefined;
   readonly timeline: readonly SecondSample[];
-  /** The keyset walkers' figures, and the replicas' prefetches by result over the run (with walkers only). */
+  /** The keyset walkers' figures (with walkers), and the replicas' prefetches by result over the run (when any). */
   readonly walks?: WalkFigures;
   readonly prefetches?: Readonly<Record<string, number>>;
 }
@@ -368,8 +368,14 @@ export async function runLoad(options: LoadOptions): Promise<LoadtestResult> {
     redisErrors: sum(before, after, (s) => s.startsWith('slab_proxy_redis_errors_total')),
     sandboxServed: served,
     timeline,
-    ...(walks !== undefined && { walks, prefetches: prefetchesBetween(before, after) }),
+    ...(walks !== undefined && { walks }),
+    ...prefetchesIfAny(prefetchesBetween(before, after)),
   };
+}
+
+/** The prefetches, when any was started or skipped (prefetch is on for some resource). */
+function prefetchesIfAny(prefetches: Record<string, number>): { prefetches?: Record<string, number> } {
+  return Object.values(prefetches).some((n) => n > 0) ? { prefetches } : {};
 }
 
 /** The replicas' prefetches over the run, by result. */
@@ -412,9 +418,14 @@ export function formatReport(result: LoadtestResult, seconds: number): string {
       'keyset walks',
       `${String(walks.walks)} by ${String(walks.walkers)} walkers, ${String(walks.pages)} pages: median ${fmt(walks.medianSeconds)} s, longest ${fmt(walks.maxSeconds)} s, ${String(walks.failures)} failed`,
     ]);
+  }
+  if (prefetches !== undefined) {
+    const started = prefetches.started ?? 0;
+    const used = prefetches.used ?? 0;
+    const wasted = prefetches.wasted ?? 0;
     rows.push([
       'prefetches',
-      `${String(prefetches?.started ?? 0)} started, ${String(prefetches?.used ?? 0)} used, ${String(prefetches?.wasted ?? 0)} wasted`,
+      `${String(started)} started, ${String(used)} used, ${String(wasted)} wasted, ${String(Math.max(0, started - used - wasted))} not taken yet`,
     ]);
   }
   const width = Math.max(...rows.map(([label]) => label.length));

@@ -16,7 +16,8 @@
  *
  * Settings: LOADTEST_REPLICAS (3, as docker-compose), LOADTEST_SECONDS (10), LOADTEST_CONNECTIONS
  * (32), LOADTEST_REDIS (single | cluster), LOADTEST_REPORT_DIR (loadtest-report), LOADTEST_WALKERS (0)
- * and LOADTEST_WALKER_THINK_MS (100): keyset walkers beside the readers. Everything it
+ * and LOADTEST_WALKER_THINK_MS (100): keyset walkers beside the readers, LOADTEST_CONFIG (the
+ * replicas' config file, config/loadtest.yaml: another one to measure a setting). Everything it
  * started is stopped at the end, also on failure or Ctrl-C.
  */
 import { cpus } from 'node:os';
@@ -49,6 +50,7 @@ async function main(): Promise<number> {
   const connections = envInt('LOADTEST_CONNECTIONS', 32, 1, 10_000);
   const redisMode = envChoice('LOADTEST_REDIS', ['single', 'cluster']);
   const reportDir = envText('LOADTEST_REPORT_DIR') ?? LOADTEST_REPORT_DIR;
+  const configFile = envText('LOADTEST_CONFIG') ?? LOADTEST_CONFIG_FILE;
   requireBuild();
 
   const redis: RedisTopology = redisMode === 'cluster' ? await startRedisClusterTopology() : await startRedisServer();
@@ -60,7 +62,7 @@ async function main(): Promise<number> {
         upstreamUrl: sandbox.url,
         redis,
         secret: LOADTEST_SECRET,
-        configFile: LOADTEST_CONFIG_FILE,
+        configFile,
         logLevel: 'warn',
         stdout: 'pipe',
         // No measurement on a degraded start: every replica must have its Redis first.

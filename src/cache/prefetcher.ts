@@ -4,7 +4,9 @@
  * page's `meta.next_after_id`: src/request/next-page.ts) is fetched in the background, and so on up
  * to `depth` pages ahead of the walker, so that its next request is a hit or joins the fetch in
  * flight. A walker that keeps following is kept that far ahead: its request for a page fetched
- * ahead looks past the pages already held.
+ * ahead looks past the pages already held. A walk ahead starts only for a request that followed a
+ * cursor (`after_id`, or a page fetched ahead): a reader of a first page is mostly not a walker,
+ * and its next pages would be fetched for nothing.
  *
  * What keeps it safe and cheap:
  * - the request of the page that was answered, for the next read: its credential, company and
@@ -25,7 +27,7 @@
  */
 import type { ResourceName } from '../catalog/resources.js';
 import type { PrefetchResult } from '../observability/metrics.js';
-import { nextCursor, nextPageRead } from '../request/next-page.js';
+import { followsCursor, nextCursor, nextPageRead } from '../request/next-page.js';
 import type { CacheAddress } from './cache-key.js';
 import type { CacheEntry } from './entry.js';
 import type { Fill, LeadBackgroundFill } from './fill.js';
@@ -91,8 +93,15 @@ export class Prefetcher {
     if (this.#options.ledger.waiting) this.#letGo(this.#options.ledger.sweep(this.#options.now()));
     if (request.read.kind !== 'list' || entry.status !== 200) return;
     if (!this.#options.enabled(request.read.resource.name) || this.#lookedPast.has(entry.body)) return;
+    // Only a walker is walked ahead of: a request that followed a cursor (`after_id`), or was
+    // answered with a page fetched ahead. Most reads of a first page stop there
+    // (docs/cache.md#prefetch); a page read by a walker later is still walked ahead of then.
+    const walking = entry.ahead === true;
+    if (!walking && !followsCursor(request.read)) return;
     this.#lookedPast.add(entry.body);
-    const walk = this.#walkAhead({ request, entry }).catch(() => undefined);
+    // One page ahead of a first step along a cursor; `depth` once the walker has taken a page
+    // fetched ahead of it: a reader that follows a cursor once costs the upstream one page.
+    const walk = this.#walkAhead({ request, entry }, walking ? this.#options.depth : 1).catch(() => undefined);
     this.#options.onWalk?.(walk);
   }
 
@@ -120,12 +129,13 @@ export class Prefetcher {
   }
 
   /** Up to `depth` pages past `from`: those held are passed over, the first missing one fetched, and on. */
-  async #walkAhead(from: Place): Promise<void> {
+  async #walkAhead(from: Place, depth: number): Promise<void> {
     let place = from;
-    for (let left = this.#options.depth; left > 0; left--) {
+    for (let left = depth; left > 0; left--) {
       const next = this.#nextRequest(place);
       if (next === undefined) return;
-      const reached = await this.#reach(next);
+      const { policy, address } = this.#options.addressOf(next);
+      const reached = await this.#reach(next, policy, address);
       if (reached === undefined) return;
       place = { request: next, entry: reached };
     }
@@ -145,9 +155,8 @@ export class Prefetcher {
   }
 
   /** The page `request` reads: held, stored, or fetched now; `undefined` when the walk ahead ends here. */
-  async #reach(request: ReadRequest): Promise<CacheEntry | undefined> {
-    const { addressOf, held, filling, ledger, reads, lead, now } = this.#options;
-    const { policy, address } = addressOf(request);
+  async #reach(request: ReadRequest, policy: EffectivePolicy, address: CacheAddress): Promise<CacheEntry | undefined> {
+    const { held, filling, ledger, reads, lead, now } = this.#options;
     const copy = held(address, policy);
     if (copy !== undefined) return copy;
     if (filling(address.key) || this.#reaching.has(address.key)) return this.#ends('filling');

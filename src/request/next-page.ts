@@ -27,6 +27,14 @@ export function nextCursor(body: Buffer): string | undefined {
   return String(next);
 }
 
+/**
+ * Whether a list read follows a cursor (`after_id`): a page past the first, which a client asks
+ * for only with the cursor a page before it named, as a keyset walker does.
+ */
+export function followsCursor(read: CanonicalRead): boolean {
+  return read.kind === 'list' && (read.query.startsWith('after_id=') || read.query.includes('&after_id='));
+}
+
 /** The canonical query's parameters, decoded (it was built strictly encoded: each decodes). */
 function paramsOf(query: string): RawParam[] {
   if (query === '') return [];

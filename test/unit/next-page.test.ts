@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { CanonicalRead } from '../../src/request/canonical-read.js';
-import { nextCursor, nextPageRead } from '../../src/request/next-page.js';
+import { followsCursor, nextCursor, nextPageRead } from '../../src/request/next-page.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 
 function read(target: string): CanonicalRead {
@@ -18,6 +18,16 @@ function read(target: string): CanonicalRead {
 }
 
 const page = (meta: unknown): Buffer => Buffer.from(JSON.stringify({ data: [], meta }));
+
+describe('followsCursor', () => {
+  it('is true for a list read with after_id, wherever it sorts among the filters, and false otherwise', () => {
+    expect(followsCursor(read(`${API_PREFIX}/receipts?after_id=7`))).toBe(true);
+    expect(followsCursor(read(`${API_PREFIX}/receipts?warehouse_id=2&per_page=5&after_id=7&shipment_id=3`))).toBe(true);
+    expect(followsCursor(read(`${API_PREFIX}/receipts?per_page=5`))).toBe(false);
+    expect(followsCursor(read(`${API_PREFIX}/receipts`))).toBe(false);
+    expect(followsCursor(read(`${API_PREFIX}/receipts/7`))).toBe(false);
+  });
+});
 
 describe('nextCursor', () => {
   it('is the next_after_id of a page that has more', () => {

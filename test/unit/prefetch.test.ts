@@ -168,26 +168,55 @@ afterEach(settled);
 describe('next-page prefetch', () => {
   it('fetches the next pages ahead of a walker, as prefetches under its own credential, and its next requests are hits', async () => {
     start({ depth: 2 });
-    expect((await serve('receipts?per_page=3')).cacheResult).toBe('miss');
+    // A first page read: nothing fetched ahead (most readers of a first page stop there).
+    expect((await serve('receipts?per_page=2')).cacheResult).toBe('miss');
     await settled();
-    expect(targets()).toEqual(['per_page=3', 'after_id=3&per_page=3', 'after_id=6&per_page=3']);
+    expect(targets()).toEqual(['per_page=2']);
+    // Its next page asked for: a reader following the cursor. One page is fetched ahead.
+    expect((await serve('receipts?after_id=2&per_page=2')).cacheResult).toBe('miss');
+    await settled();
+    expect(targets()).toEqual(['per_page=2', 'after_id=2&per_page=2', 'after_id=4&per_page=2']);
+    // It takes that page: a walker. The proxy now walks `depth` (2) pages ahead of it.
+    const third = await serve('receipts?after_id=4&per_page=2');
+    expect(third.cacheResult).toBe('hit');
+    expect(JSON.parse(third.body.toString()).data.map((r: { id: number }) => r.id)).toEqual([5, 6]);
+    await settled();
+    expect(targets().slice(3)).toEqual(['after_id=6&per_page=2', 'after_id=8&per_page=2']);
     expect(asked.map((a) => [a.company, a.token, a.spare])).toEqual([
+      ['1', 'token-of-1', false],
       ['1', 'token-of-1', false],
       ['1', 'token-of-1', true],
       ['1', 'token-of-1', true],
+      ['1', 'token-of-1', true],
     ]);
-    const second = await serve('receipts?after_id=3&per_page=3');
-    expect(second.cacheResult).toBe('hit');
-    expect(JSON.parse(second.body.toString()).data.map((r: { id: number }) => r.id)).toEqual([4, 5, 6]);
+    expect((await serve('receipts?after_id=6&per_page=2')).cacheResult).toBe('hit');
+    expect((await serve('receipts?after_id=8&per_page=2')).cacheResult).toBe('hit');
     await settled();
-    // The walker took page 2: the proxy stays two ahead, page 4 (the last) now fetched too.
-    expect(targets().slice(3)).toEqual(['after_id=9&per_page=3']);
-    expect((await serve('receipts?after_id=6&per_page=3')).cacheResult).toBe('hit');
-    expect((await serve('receipts?after_id=9&per_page=3')).cacheResult).toBe('hit');
-    await settled();
-    expect(asked).toHaveLength(4); // the last page names no next one
+    expect(asked).toHaveLength(5); // the last page names no next one
     expect(counted.filter((r) => r === 'started')).toHaveLength(3);
     expect(counted.filter((r) => r === 'used')).toHaveLength(3);
+  });
+
+  it('walks ahead of a request that follows a cursor across pages held: the window moves on with the walker', async () => {
+    start({ depth: 1 });
+    await serve('receipts?per_page=2');
+    await serve('receipts?after_id=2&per_page=2'); // follows: page 3 fetched ahead
+    await settled();
+    expect((await serve('receipts?after_id=4&per_page=2')).cacheResult).toBe('hit'); // a page fetched ahead: page 4 next
+    await settled();
+    expect((await serve('receipts?after_id=6&per_page=2')).cacheResult).toBe('hit');
+    await settled();
+    expect(targets()).toEqual([
+      'per_page=2',
+      'after_id=2&per_page=2',
+      'after_id=4&per_page=2',
+      'after_id=6&per_page=2',
+      'after_id=8&per_page=2',
+    ]);
+    // Another reader's first page: nothing fetched ahead of it.
+    await serve('receipts?per_page=4');
+    await settled();
+    expect(asked).toHaveLength(6);
   });
 
   it('counts a page fetched ahead once in the fleet: used by the replica whose request took it, wasted by the one that fetched it', async () => {
@@ -196,16 +225,17 @@ describe('next-page prefetch', () => {
     const onB: PrefetchResult[] = [];
     const a = start({ depth: 1, store, count: onA });
     const b = start({ depth: 1, store, count: onB });
-    await serve('receipts?per_page=3', '1', a); // A fetches page 2 ahead
+    await serve('receipts?per_page=3', '1', a);
+    await serve('receipts?after_id=3&per_page=3', '1', a); // A fetches page 3 ahead
     await settled();
-    expect((await serve('receipts?after_id=3&per_page=3', '1', b)).cacheResult).toBe('hit'); // B takes it, fetches page 3 ahead
+    expect((await serve('receipts?after_id=6&per_page=3', '1', b)).cacheResult).toBe('hit'); // B takes it, fetches page 4 ahead
     await settled();
-    expect((await serve('receipts?after_id=3&per_page=3', '1', a)).cacheResult).toBe('hit'); // taken already: not counted again
-    await serve('receipts?after_id=3&per_page=3', '1', b);
+    expect((await serve('receipts?after_id=6&per_page=3', '1', a)).cacheResult).toBe('hit'); // taken already: not counted again
+    await serve('receipts?after_id=6&per_page=3', '1', b);
     await settled();
     expect(onA).toEqual(['started']);
     expect(onB.toSorted()).toEqual(['started', 'used']);
-    // Page 3 expires untaken: B, which fetched it, counts it wasted at its next request; A nothing.
+    // Page 4 expires untaken: B, which fetched it, counts it wasted at its next request; A nothing.
     clock += 61_000;
     await serve('receipts/1', '1', b);
     await serve('receipts/1', '1', a);
@@ -240,14 +270,15 @@ describe('next-page prefetch', () => {
           }
         : undefined;
     await serve('receipts?per_page=3');
+    await serve('receipts?after_id=3&per_page=3');
     await settled();
-    expect(targets()).toEqual(['per_page=3', 'after_id=3&per_page=3']);
+    expect(targets()).toEqual(['per_page=3', 'after_id=3&per_page=3', 'after_id=6&per_page=3']);
     expect(counted).toEqual(['started', 'failed']);
     refuse = undefined;
     // The walker's own request for that page: a miss it fetches itself, not an error from the store.
-    const second = await serve('receipts?after_id=3&per_page=3');
-    expect(second.cacheResult).toBe('miss');
-    expect(second.status).toBe(200);
+    const third = await serve('receipts?after_id=6&per_page=3');
+    expect(third.cacheResult).toBe('miss');
+    expect(third.status).toBe(200);
   });
 
   it('counts a prefetch the upstream has no room for, and stores nothing', async () => {
@@ -257,9 +288,10 @@ describe('next-page prefetch', () => {
         ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
         : undefined;
     await serve('receipts?per_page=3');
+    await serve('receipts?after_id=3&per_page=3');
     await settled();
     expect(counted).toEqual(['budget']); // the upstream was not asked: nothing started
-    expect((await serve('receipts?after_id=3&per_page=3')).cacheResult).toBe('miss');
+    expect((await serve('receipts?after_id=6&per_page=3')).cacheResult).toBe('miss');
   });
 
   it('a walker that joins a prefetch the upstream had no room for fetches its page itself', async () => {
@@ -273,14 +305,15 @@ describe('next-page prefetch', () => {
         ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
         : undefined;
     await serve('receipts?per_page=3');
-    // The prefetch of page 2 is in flight; the walker asks for page 2 and joins it.
-    const second = reads.serve(request('receipts?after_id=3&per_page=3'));
+    await serve('receipts?after_id=3&per_page=3');
+    // The prefetch of page 3 is in flight; the walker asks for page 3 and joins it.
+    const third = reads.serve(request('receipts?after_id=6&per_page=3'));
     await new Promise((resolve) => setImmediate(resolve));
     open();
-    const outcome = await second;
+    const outcome = await third;
     if (outcome instanceof ProxyError) throw new Error(`a ${String(outcome.status)} from a prefetch's refusal`);
     expect(outcome.status).toBe(200);
-    expect(asked.map((a) => a.spare)).toEqual([false, true, false]);
+    expect(asked.map((a) => a.spare)).toEqual([false, false, true, false]);
   });
 
   it('a walker that joins a prefetch waiting for a slot to spare makes it its own request: the next slot is its, ahead of later requests', async () => {
@@ -303,24 +336,27 @@ describe('next-page prefetch', () => {
       },
     );
     const store = createMemoryStore({ maxBytes: 1_048_576, now: () => clock });
-    // Page 1 stored by a replica without prefetch; this one then hits it and walks ahead from it.
-    await serve('receipts?per_page=3', '1', start({ store, prefetch: false }));
+    // Pages 1 and 2 stored by a replica without prefetch; this one then hits them and walks ahead.
+    const plain = start({ store, prefetch: false });
+    await serve('receipts?per_page=3', '1', plain);
+    await serve('receipts?after_id=3&per_page=3', '1', plain);
     const walker = start({ store, depth: 1, fetch: guarded });
     const holding = walker.serve(request('receipts/5'));
     await new Promise((resolve) => setImmediate(resolve));
     expect((await serve('receipts?per_page=3', '1', walker)).cacheResult).toBe('hit');
-    await new Promise((resolve) => setTimeout(resolve, 20)); // the prefetch of page 2 waits for a slot to spare
-    const second = serve('receipts?after_id=3&per_page=3', '1', walker); // joins it
+    expect((await serve('receipts?after_id=3&per_page=3', '1', walker)).cacheResult).toBe('hit');
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the prefetch of page 3 waits for a slot to spare
+    const third = serve('receipts?after_id=6&per_page=3', '1', walker); // joins it
     await new Promise((resolve) => setImmediate(resolve));
     const later = walker.serve(request('receipts/7'));
     // Past the prefetch's own wait: a prefetch would have given up by now and the walker fetched after `later`.
     await new Promise((resolve) => setTimeout(resolve, 150));
     free();
-    expect((await second).cacheResult).toBe('collapsed');
+    expect((await third).cacheResult).toBe('collapsed');
     await Promise.all([holding, later]);
     await settled();
     // (After them, the walk ahead from page 2.)
-    expect(asked.slice(1, 4).map((a) => a.target.replace(/\?.*/, '').split('/').at(-1))).toEqual([
+    expect(asked.slice(2, 5).map((a) => a.target.replace(/\?.*/, '').split('/').at(-1))).toEqual([
       '5',
       'receipts',
       '7',
@@ -346,17 +382,21 @@ describe('next-page prefetch', () => {
       open = resolve;
     });
     start({ depth: 1, maxConcurrent: 2, maxPerCompany: 1 });
-    await serve('receipts?per_page=2', '1'); // its prefetch waits at the upstream
-    await serve('receipts?per_page=3', '1'); // company 1 has one in flight: skipped
-    await serve('receipts?per_page=2', '2'); // the replica's second in flight
-    await serve('receipts?per_page=2', '3'); // two in flight: skipped
+    const walkTo2 = async (perPage: number, company: string): Promise<void> => {
+      await serve(`receipts?per_page=${String(perPage)}`, company);
+      await serve(`receipts?after_id=${String(perPage)}&per_page=${String(perPage)}`, company);
+    };
+    await walkTo2(2, '1'); // its prefetch waits at the upstream
+    await walkTo2(3, '1'); // company 1 has one in flight: skipped
+    await walkTo2(2, '2'); // the replica's second in flight
+    await walkTo2(2, '3'); // two in flight: skipped
     await new Promise((resolve) => setImmediate(resolve));
     expect(asked.filter((a) => a.spare).map((a) => a.company)).toEqual(['1', '2']);
     expect(counted.filter((r) => r === 'cap')).toHaveLength(2);
     open();
     await settled();
-    expect((await serve('receipts?after_id=2&per_page=2', '1')).cacheResult).toBe('hit');
-    expect((await serve('receipts?after_id=2&per_page=2', '3')).cacheResult).toBe('miss');
+    expect((await serve('receipts?after_id=4&per_page=2', '1')).cacheResult).toBe('hit');
+    expect((await serve('receipts?after_id=4&per_page=2', '3')).cacheResult).toBe('miss');
   });
 
   it('never answers one company with another’s records, however walks of several companies interleave (fuzzed)', async () => {
