@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { createInboundLimiter, type InboundLimiter } from '../../src/limits/inbound.js';
 import { createRedisClient, RedisHealth } from '../../src/platform/redis.js';
+import { testPrincipal } from '../helpers/principals.js';
 import { clientReady, type RedisServer, startRedis } from '../helpers/redis.js';
 
 const POINTS = 200;
@@ -16,18 +17,7 @@ const REPLICAS = 2;
 const BATCH = Math.floor(POINTS / (REPLICAS * 16));
 
 function principal(subject: string): Principal {
-  return {
-    company: '1',
-    credential: `sub:${subject}`,
-    subject,
-    tokenId: undefined,
-    permissions: new Set(),
-    employee: undefined,
-    scope: undefined,
-    modules: undefined,
-    expiresAt: 0,
-    tokenDigest: 'digest-of-a-token',
-  };
+  return testPrincipal({ subject, permissions: new Set(), expiresAt: 0 });
 }
 
 let redis: RedisServer;

@@ -14,22 +14,12 @@ import { type CacheStore, isCurrent } from '../../src/cache/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { createRedisClient, type RedisClient, RedisHealth } from '../../src/platform/redis.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
+import { testPrincipal } from '../helpers/principals.js';
 import { clientReady, type RedisServer, startRedis } from '../helpers/redis.js';
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 
 function principal(company: string): Principal {
-  return {
-    company,
-    credential: `sub:${company}`,
-    subject: company,
-    tokenId: undefined,
-    permissions: new Set(),
-    employee: undefined,
-    scope: undefined,
-    modules: undefined,
-    expiresAt: Date.now() / 1000 + 3600,
-    tokenDigest: 'digest-of-a-token',
-  };
+  return testPrincipal({ company, subject: company, permissions: new Set() });
 }
 
 function address(target: string, company = '1'): CacheAddress {

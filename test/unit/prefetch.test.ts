@@ -24,20 +24,10 @@ import type { PrefetchResult } from '../../src/observability/metrics.js';
 import { guardOrigin } from '../../src/upstream/guarded-fetch.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
+import { testPrincipal } from '../helpers/principals.js';
 
 function principal(company: string): Principal {
-  return {
-    company,
-    credential: `sub:walker-${company}`,
-    subject: `walker-${company}`,
-    tokenId: undefined,
-    permissions: new Set(['view_slab', 'view_slab_logistics']),
-    employee: undefined,
-    scope: undefined,
-    modules: undefined,
-    expiresAt: Date.now() / 1000 + 3600,
-    tokenDigest: `digest-${company}`,
-  };
+  return testPrincipal({ company, subject: `walker-${company}` });
 }
 
 function request(target: string, company = '1'): ReadRequest {

@@ -11,19 +11,9 @@ import { createRedisStore } from '../../src/cache/redis-store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { type RedisClient, RedisHealth } from '../../src/platform/redis.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
+import { testPrincipal } from '../helpers/principals.js';
 
-const P: Principal = {
-  company: '3',
-  credential: 'sub:x',
-  subject: 'x',
-  tokenId: undefined,
-  permissions: new Set(),
-  employee: undefined,
-  scope: undefined,
-  modules: undefined,
-  expiresAt: 0,
-  tokenDigest: 'digest-of-a-token',
-};
+const P: Principal = testPrincipal({ company: '3', subject: 'x', permissions: new Set(), expiresAt: 0 });
 
 async function setup() {
   const mock = new RedisMock();

@@ -7,7 +7,6 @@
  * changed or gone does. The origin over HTTP is tested with a fake upstream client at the end.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import type { Principal } from '../../src/auth/principal.js';
 import { type CacheAddress, cacheAddress } from '../../src/cache/cache-key.js';
 import { LOCAL_COORDINATOR } from '../../src/cache/coordinator.js';
 import type { CacheEntry } from '../../src/cache/entry.js';
@@ -23,19 +22,9 @@ import type { UpstreamAnswer, UpstreamClient, UpstreamRequest } from '../../src/
 import { createUpstreamOrigin } from '../../src/upstream/fetch-read.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
+import { testPrincipal } from '../helpers/principals.js';
 
-const PRINCIPAL: Principal = {
-  company: '1',
-  credential: 'sub:reader',
-  subject: 'reader',
-  tokenId: undefined,
-  permissions: new Set(['view_slab', 'view_slab_logistics']),
-  employee: undefined,
-  scope: undefined,
-  modules: undefined,
-  expiresAt: Date.now() / 1000 + 3600,
-  tokenDigest: 'digest-of-a-token',
-};
+const PRINCIPAL = testPrincipal();
 
 function request(target: string): ReadRequest {
   const read = canonicaliseTarget(`/api/slab/v1/operations/${target}`);

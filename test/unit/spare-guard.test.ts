@@ -4,7 +4,6 @@
  * refusals marked as such and not counted as refused requests.
  */
 import { describe, expect, it } from 'vitest';
-import type { Principal } from '../../src/auth/principal.js';
 import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/origin.js';
 import { PrefetchStanding } from '../../src/cache/prefetch-standing.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
@@ -13,19 +12,9 @@ import { createUpstreamBudget } from '../../src/limits/upstream-budget.js';
 import { createUpstreamPause } from '../../src/limits/upstream-pause.js';
 import { guardOrigin } from '../../src/upstream/guarded-fetch.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
+import { testPrincipal } from '../helpers/principals.js';
 
-const PRINCIPAL: Principal = {
-  company: '1',
-  credential: 'sub:walker',
-  subject: 'walker',
-  tokenId: undefined,
-  permissions: new Set(['view_slab', 'view_slab_logistics']),
-  employee: undefined,
-  scope: undefined,
-  modules: undefined,
-  expiresAt: Date.now() / 1000 + 3600,
-  tokenDigest: 'digest',
-};
+const PRINCIPAL = testPrincipal({ subject: 'walker' });
 
 function request(prefetch: PrefetchStanding | undefined): ReadRequest {
   const read = canonicaliseTarget('/api/slab/v1/operations/receipts?per_page=3');

@@ -11,21 +11,11 @@ import { createTokenVerifier } from '../../src/auth/verify-token.js';
 import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { UnauthenticatedError } from '../../src/errors/proxy-error.js';
 import { DEV_KEYS } from '../helpers/env.js';
+import { testPrincipal } from '../helpers/principals.js';
 import { token } from '../helpers/tokens.js';
 
 function principal(expiresAt: number, company = '1'): Principal {
-  return {
-    company,
-    credential: `sub:${company}`,
-    subject: company,
-    tokenId: undefined,
-    permissions: new Set(['view_slab']),
-    employee: undefined,
-    scope: undefined,
-    modules: undefined,
-    expiresAt,
-    tokenDigest: 'digest-of-a-token',
-  };
+  return testPrincipal({ company, subject: company, permissions: new Set(['view_slab']), expiresAt });
 }
 
 describe('VerifiedTokenCache', () => {
