@@ -63,9 +63,10 @@ return 1`;
 
 const FRESHEN_RESULTS: Readonly<Record<string, FreshenResult>> = { '1': 'freshened', '0': 'changed', '-1': 'missing' };
 /**
- * The script is sent by its SHA1 (EVALSHA): its text is longer than what a freshen carries, and
- * saving bytes is the point. A node that does not have it (a new node, a restart, a failover)
- * answers NOSCRIPT once, and the text goes with that call (EVAL), which caches it there.
+ * The scripts are sent by their SHA1 (EVALSHA): a script's text is longer than what a freshen or
+ * a take carries, and saving bytes is the point. A node that does not have one (a new node, a
+ * restart, a failover) answers NOSCRIPT once, and the text goes with that call (EVAL), which
+ * caches it there.
  */
 const FRESHEN_SHA = createHash('sha1').update(FRESHEN_SCRIPT).digest('hex');
 const TAKE_AHEAD_SHA = createHash('sha1').update(TAKE_AHEAD_SCRIPT).digest('hex');
