@@ -25,7 +25,6 @@
  * the store and counts it used, and the replica that fetched it counts it wasted if the flag is
  * still there once it has expired (at the first request after that).
  */
-import type { ResourceName } from '../catalog/resources.js';
 import type { PrefetchResult } from '../observability/metrics.js';
 import { followsCursor, nextCursor, nextPageRead } from '../request/next-page.js';
 import type { CacheAddress } from './cache-key.js';
@@ -40,8 +39,6 @@ import { isCurrent } from './store.js';
 import type { StoreReads } from './store-reads.js';
 
 export interface PrefetcherOptions {
-  /** Whether prefetch is on for the resource (its policy, read for each page). */
-  readonly enabled: (resource: ResourceName) => boolean;
   /** Pages fetched ahead of the walker, at most. */
   readonly depth: number;
   readonly ledger: PrefetchLedger;
@@ -85,14 +82,17 @@ export class Prefetcher {
     this.#options = options;
   }
 
-  /** A request was answered with a fresh `entry` of `address`: takes a page fetched ahead, and walks ahead. */
-  served(request: ReadRequest, address: CacheAddress, entry: CacheEntry): void {
+  /**
+   * A request was answered with a fresh `entry` of `address`, under `policy` (the read's, as the
+   * read service found it): takes a page fetched ahead, and walks ahead where the policy says so.
+   */
+  served(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy, entry: CacheEntry): void {
     if (request.prefetch !== undefined) return;
     if (entry.ahead === true) this.#take(address, entry);
     // The clock is read only while pages fetched ahead are remembered: a hit with prefetch unused pays nothing.
     if (this.#options.ledger.waiting) this.#letGo(this.#options.ledger.sweep(this.#options.now()));
     if (request.read.kind !== 'list' || entry.status !== 200) return;
-    if (!this.#options.enabled(request.read.resource.name) || this.#lookedPast.has(entry.body)) return;
+    if (!policy.prefetch || this.#lookedPast.has(entry.body)) return;
     // Only a walker is walked ahead of: a request that followed a cursor (`after_id`), or was
     // answered with a page fetched ahead. Most reads of a first page stop there
     // (docs/cache.md#prefetch); a page read by a walker later is still walked ahead of then.
@@ -109,23 +109,22 @@ export class Prefetcher {
   #take(address: CacheAddress, entry: CacheEntry): void {
     if (this.#taken.has(entry.body)) return;
     this.#taken.add(entry.body);
-    this.#options.takeAhead(address).then(
-      (first) => {
-        if (first) this.#options.count?.('used');
-      },
-      () => undefined, // a store never throws; nothing to count either way
-    );
+    this.#takeCounting(address, 'used');
   }
 
   /** Pages this replica fetched ahead and stops watching: wasted if no request has taken them. */
   #letGo(pages: readonly CacheAddress[]): void {
-    for (const address of pages)
-      this.#options.takeAhead(address).then(
-        (untaken) => {
-          if (untaken) this.#options.count?.('wasted');
-        },
-        () => undefined,
-      );
+    for (const address of pages) this.#takeCounting(address, 'wasted');
+  }
+
+  /** Takes the page in the store, and counts `result` when this was the one take of the fleet. */
+  #takeCounting(address: CacheAddress, result: 'used' | 'wasted'): void {
+    this.#options.takeAhead(address).then(
+      (first) => {
+        if (first) this.#options.count?.(result);
+      },
+      () => undefined, // a store never throws; nothing to count either way
+    );
   }
 
   /** Up to `depth` pages past `from`: those held are passed over, the first missing one fetched, and on. */

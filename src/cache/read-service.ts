@@ -138,7 +138,6 @@ class CacheReadService implements ReadService {
     const settings = options.prefetch ?? { depth: 2, maxConcurrent: 4, maxPerCompany: 2 };
     const metrics = options.metrics;
     return new Prefetcher({
-      enabled: (resource) => options.policies.policyFor(resource).prefetch,
       depth: settings.depth,
       ledger: new PrefetchLedger({ maxInFlight: settings.maxConcurrent, maxPerCompany: settings.maxPerCompany }),
       addressOf: (request) => this.#addressOf(request),
@@ -215,7 +214,7 @@ class CacheReadService implements ReadService {
     if (l1?.dueForReread(address.key) === true && !this.#reads.isReading(address.key))
       this.#rereadIntoL1(address, policy, entry);
     if (this.#refresher.isDue(address.key, entry, at)) this.#refresher.refreshAhead(request, address, policy, entry);
-    this.#prefetcher.served(request, address, entry);
+    this.#prefetcher.served(request, address, policy, entry);
     return fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) });
   }
 
@@ -276,7 +275,7 @@ class CacheReadService implements ReadService {
     if (at < current.freshUntil) {
       this.#options.l1?.set(address.key, current);
       if (this.#refresher.isDue(address.key, current, at)) this.#refresher.refresh(request, address, policy, lookup);
-      this.#prefetcher.served(request, address, current);
+      this.#prefetcher.served(request, address, policy, current);
       return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });
     }
     if (at < current.freshUntil + policy.staleWhileRevalidate * 1000) {
@@ -304,7 +303,7 @@ class CacheReadService implements ReadService {
       const joined = this.#joinOrLead(request, address, policy, lookup);
       const result = await this.#awaitFill(request, joined);
       if (result.kind === 'entry') {
-        this.#prefetcher.served(request, address, result.entry);
+        this.#prefetcher.served(request, address, policy, result.entry);
         return this.#fromFill(result, joined.leader, policy);
       }
       // A prefetch's refusal (no upstream slot to spare) is no answer for a client that joined it.

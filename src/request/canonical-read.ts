@@ -36,11 +36,10 @@ export function buildCanonicalRead(
   }
   const query = canonicaliseListQuery(route.resource, params);
   if (query instanceof Error) return query;
-  return {
-    resource: route.resource,
-    kind: 'list',
-    id: undefined,
-    query: query.text,
-    upstreamTarget: `${API_PREFIX}/${route.resource.name}?${query.text}`,
-  };
+  return listRead(route.resource, query.text);
+}
+
+/** The canonical list read of `resource` with a canonical query (`canonicaliseListQuery`'s text). */
+export function listRead(resource: ResourceDef, query: string): CanonicalRead {
+  return { resource, kind: 'list', id: undefined, query, upstreamTarget: `${API_PREFIX}/${resource.name}?${query}` };
 }

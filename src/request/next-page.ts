@@ -5,7 +5,7 @@
  * prefetch (issue 19) keys and fetches exactly what that request would.
  */
 import type { ProxyError } from '../errors/proxy-error.js';
-import type { CanonicalRead } from './canonical-read.js';
+import { type CanonicalRead, listRead } from './canonical-read.js';
 import { canonicaliseListQuery, type RawParam } from './query.js';
 
 /** The cursor a list page names for the page after it; `undefined` when it is the last. */
@@ -51,11 +51,5 @@ export function nextPageRead(read: CanonicalRead, cursor: string): CanonicalRead
   params.push({ name: 'after_id', value: cursor });
   const query: { readonly text: string } | ProxyError = canonicaliseListQuery(read.resource, params);
   if (query instanceof Error) return undefined;
-  return {
-    resource: read.resource,
-    kind: 'list',
-    id: undefined,
-    query: query.text,
-    upstreamTarget: `${read.upstreamTarget.slice(0, read.upstreamTarget.indexOf('?'))}?${query.text}`,
-  };
+  return listRead(read.resource, query.text);
 }

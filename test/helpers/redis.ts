@@ -3,9 +3,10 @@
  * persistence unless asked for. It can be killed, paused (SIGSTOP) and resumed, and restarted on
  * the same port (empty, or from its append-only file).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { freePort } from '../support/free-port.js';
+import { spawnRedisServer } from '../support/redis-server.js';
 
 export interface RedisServer {
   readonly port: number;
@@ -34,37 +35,19 @@ function launch(port: number, options: RedisServerOptions): Promise<ChildProcess
     options.appendOnlyDir === undefined
       ? ['--appendonly', 'no']
       : ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', options.appendOnlyDir];
-  const child = spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      ...persistence,
-      '--protected-mode',
-      'no',
-      '--loglevel',
-      'notice',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString('utf8');
-      if (output.includes('Ready to accept connections')) {
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        resolve(child);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`redis-server exited with ${String(code)}: ${output.slice(-500)}`)));
-  });
+  return spawnRedisServer([
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    ...persistence,
+    '--protected-mode',
+    'no',
+    '--loglevel',
+    'notice',
+  ]);
 }
 
 export async function startRedis(options: RedisServerOptions = {}): Promise<RedisServer> {

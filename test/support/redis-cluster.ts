@@ -6,13 +6,14 @@
  *
  * Development tooling only: the proxy never starts Redis itself.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, freePorts } from './free-port.js';
+import { spawnRedisServer } from './redis-server.js';
 
 const run = promisify(execFile);
 
@@ -74,57 +75,38 @@ function launch(port: number, busPort: number, dir: string, nodeTimeoutMs: numbe
   const own = nodeDir(dir, port);
   // Empty, as after a restart without persistence: no snapshot a full sync left behind.
   rmSync(join(own, 'dump.rdb'), { force: true });
-  const child = spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--protected-mode',
-      'no',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--cluster-enabled',
-      'yes',
-      // Chosen, not port + 10 000: that one may be taken, or past 65 535.
-      '--cluster-port',
-      String(busPort),
-      '--cluster-config-file',
-      join(own, 'nodes.conf'),
-      '--cluster-node-timeout',
-      String(nodeTimeoutMs),
-      // A replica whose master is unreachable may fail over however long it was disconnected.
-      '--cluster-replica-validity-factor',
-      '0',
-      // As docs/scaling-out.md#a-redis-cluster asks of a cache's cluster: the masters that are up keep serving their slots
-      // while one is failing over (with `yes`, every node answers CLUSTERDOWN meanwhile).
-      '--cluster-require-full-coverage',
-      'no',
-      '--dir',
-      own,
-      '--loglevel',
-      'notice',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString('utf8');
-      if (output.includes('Ready to accept connections')) {
-        child.stdout?.off('data', onData);
-        child.stdout?.resume();
-        resolve(child);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.resume();
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`redis-server exited with ${String(code)}: ${output.slice(-500)}`)));
-  });
+  return spawnRedisServer([
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--protected-mode',
+    'no',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--cluster-enabled',
+    'yes',
+    // Chosen, not port + 10 000: that one may be taken, or past 65 535.
+    '--cluster-port',
+    String(busPort),
+    '--cluster-config-file',
+    join(own, 'nodes.conf'),
+    '--cluster-node-timeout',
+    String(nodeTimeoutMs),
+    // A replica whose master is unreachable may fail over however long it was disconnected.
+    '--cluster-replica-validity-factor',
+    '0',
+    // As docs/scaling-out.md#a-redis-cluster asks of a cache's cluster: the masters that are up keep serving their slots
+    // while one is failing over (with `yes`, every node answers CLUSTERDOWN meanwhile).
+    '--cluster-require-full-coverage',
+    'no',
+    '--dir',
+    own,
+    '--loglevel',
+    'notice',
+  ]);
 }
 
 interface LaunchedNode {

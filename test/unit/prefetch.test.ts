@@ -24,6 +24,7 @@ import type { PrefetchResult } from '../../src/observability/metrics.js';
 import { guardOrigin } from '../../src/upstream/guarded-fetch.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
+import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 
 function principal(company: string): Principal {
@@ -72,19 +73,7 @@ const origin: Origin = async (req) => {
   if (req.prefetch !== undefined && gate !== undefined) await gate;
   if (refused !== undefined) return refused;
   const query = new URLSearchParams(req.read.query);
-  const body = page(req.principal.company, Number(query.get('after_id') ?? 0), Number(query.get('per_page')));
-  return {
-    kind: 'answer',
-    answer: {
-      status: 200,
-      contentType: 'application/json',
-      retryAfter: undefined,
-      etag: undefined,
-      lastModified: undefined,
-      body,
-      elapsedMs: 1,
-    },
-  };
+  return answered(page(req.principal.company, Number(query.get('after_id') ?? 0), Number(query.get('per_page'))));
 };
 
 interface StartOptions {
@@ -140,6 +129,12 @@ async function settled(): Promise<void> {
   for (let seen = 0; seen < walks.length; seen = walks.length) await Promise.all(walks.slice(seen));
   await new Promise((resolve) => setImmediate(resolve));
 }
+
+/** The guard's answer to a prefetch when the upstream has no slot to spare. */
+const noSlotToSpare = (req: ReadRequest): OriginOutcome | undefined =>
+  req.prefetch?.spare === true
+    ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
+    : undefined;
 
 const targets = (): string[] => asked.map((a) => a.target.slice(a.target.indexOf('?') + 1));
 
@@ -273,10 +268,7 @@ describe('next-page prefetch', () => {
 
   it('counts a prefetch the upstream has no room for, and stores nothing', async () => {
     start();
-    refuse = (req) =>
-      req.prefetch?.spare === true
-        ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
-        : undefined;
+    refuse = noSlotToSpare;
     await serve('receipts?per_page=3');
     await serve('receipts?after_id=3&per_page=3');
     await settled();
@@ -290,10 +282,7 @@ describe('next-page prefetch', () => {
       open = resolve;
     });
     start({ depth: 1 });
-    refuse = (req) =>
-      req.prefetch?.spare === true
-        ? { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0, spareRefused: true }
-        : undefined;
+    refuse = noSlotToSpare;
     await serve('receipts?per_page=3');
     await serve('receipts?after_id=3&per_page=3');
     // The prefetch of page 3 is in flight; the walker asks for page 3 and joins it.

@@ -22,6 +22,7 @@ import type { UpstreamAnswer, UpstreamClient, UpstreamRequest } from '../../src/
 import { createUpstreamOrigin } from '../../src/upstream/fetch-read.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
+import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 
 const PRINCIPAL = testPrincipal();
@@ -37,18 +38,7 @@ const CHANGED = Buffer.from(JSON.stringify({ data: [{ id: 1 }, { id: 3 }], meta:
 const IMS = 'Tue, 03 Nov 2026 10:00:00 GMT';
 
 function ok(body: Buffer, validators: Validators = {}): OriginOutcome {
-  return {
-    kind: 'answer',
-    answer: {
-      status: 200,
-      contentType: 'application/json',
-      retryAfter: undefined,
-      etag: validators.etag,
-      lastModified: validators.lastModified,
-      body,
-      elapsedMs: 3,
-    },
-  };
+  return answered(body, { etag: validators.etag, lastModified: validators.lastModified, elapsedMs: 3 });
 }
 
 function notModified(validators: Validators = {}): OriginOutcome {
@@ -270,17 +260,7 @@ describe('a refresh of a stored page', () => {
 
   it('a record 404 is refreshed unconditionally (preconditions apply to a 2xx only), and may be identical', async () => {
     const target = 'receipts/99';
-    answer = () => ({
-      kind: 'answer',
-      answer: {
-        status: 404,
-        contentType: 'application/json',
-        retryAfter: undefined,
-        etag: '"nf"',
-        body: Buffer.from('{"error":"not_found"}'),
-        elapsedMs: 1,
-      },
-    });
+    answer = () => answered(Buffer.from('{"error":"not_found"}'), { status: 404, etag: '"nf"' });
     await serve(target);
     clock += 31_000;
     const again = await serve(target);

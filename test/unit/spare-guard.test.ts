@@ -12,6 +12,7 @@ import { createUpstreamBudget } from '../../src/limits/upstream-budget.js';
 import { createUpstreamPause } from '../../src/limits/upstream-pause.js';
 import { guardOrigin } from '../../src/upstream/guarded-fetch.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
+import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 
 const PRINCIPAL = testPrincipal({ subject: 'walker' });
@@ -22,18 +23,7 @@ function request(prefetch: PrefetchStanding | undefined): ReadRequest {
   return { read, principal: PRINCIPAL, token: 't', requestId: 'r', prefetch };
 }
 
-const OK: OriginOutcome = {
-  kind: 'answer',
-  answer: {
-    status: 200,
-    contentType: 'application/json',
-    retryAfter: undefined,
-    etag: undefined,
-    lastModified: undefined,
-    body: Buffer.from('{}'),
-    elapsedMs: 1,
-  },
-};
+const OK: OriginOutcome = answered(Buffer.from('{}'));
 
 function guarded(maxConcurrent = 4) {
   let asked = 0;
