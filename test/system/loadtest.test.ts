@@ -68,14 +68,16 @@ describe('npm run loadtest', () => {
     expect(result.upstreamRequests).toBeGreaterThan(0);
     expect(result.sandboxServed).toBe(result.upstreamRequests);
     expect(result.redisErrors).toBe(0);
-    // The keyset walkers: walks completed to the end, and the pages fetched ahead of them used,
-    // whichever replica the balancer sent the walker's next request to (a page's use is counted in
-    // the store, by the replica whose request took it first).
+    // The keyset walkers: walks completed to the end, and what was fetched ahead of them reported.
+    // Whether a page fetched ahead is used in two seconds is chance: the readers' cold start keeps
+    // the upstream budget's line full (prefetches are refused then, by design) while the walkers
+    // make their one uncached walk. That pages fetched ahead are used, whichever replica takes them,
+    // is test/system/prefetch-replicas.test.ts.
     expect(result.walks?.walks).toBeGreaterThan(0);
     expect(result.walks?.failures).toBe(0);
-    expect(result.prefetches?.started).toBeGreaterThan(0);
-    expect(result.prefetches?.used).toBeGreaterThan(0);
+    expect(Object.values(result.prefetches ?? {}).reduce((sum, n) => sum + n, 0)).toBeGreaterThan(0);
     expect(stdout).toMatch(/keyset walks +\d+ by 3 walkers/);
+    expect(stdout).toMatch(/prefetches +\d+ started, \d+ used, \d+ wasted, \d+ not taken yet/);
     expect(result.redis).toBe('single');
 
     // A line per second, and the timeline behind the charts adds up to the totals.
