@@ -182,17 +182,24 @@ export function encodeEntry(entry: CacheEntry): Buffer {
 }
 
 /**
- * The stored prefix (preamble and header) of each entry decoded from stored bytes, exactly as it
- * was read: a freshen compares against what the store held, not against a re-encoding.
+ * The stored prefix (preamble and header) of each entry: for one decoded from stored bytes, exactly
+ * as it was read (a freshen compares against what the store held, not against a re-encoding); for
+ * any other, as `encodeEntry` writes it, made once (an L1 copy is confirmed by it once per L1
+ * lifetime: src/cache/redis-store.ts).
  */
-const readPrefixes = new WeakMap<CacheEntry, Buffer>();
+const prefixes = new WeakMap<CacheEntry, Buffer>();
 
 /**
  * The preamble and header of an entry's stored form: as read from the store for an entry decoded
  * from it, else as `encodeEntry` writes them.
  */
 export function storedPrefix(entry: CacheEntry): Buffer {
-  return readPrefixes.get(entry) ?? encodePrefix(entry, storedBody(entry) !== undefined, headerBytes(entry));
+  let prefix = prefixes.get(entry);
+  if (prefix === undefined) {
+    prefix = encodePrefix(entry, storedBody(entry) !== undefined, headerBytes(entry));
+    prefixes.set(entry, prefix);
+  }
+  return prefix;
 }
 
 /**
@@ -309,6 +316,6 @@ export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
     ...((flags & FLAG_AHEAD) !== 0 && { ahead: true }),
   };
   // A view of the bytes read (no copy): the body's own slice keeps them alive anyway.
-  readPrefixes.set(entry, bytes.subarray(0, PREAMBLE + headerLength));
+  prefixes.set(entry, bytes.subarray(0, PREAMBLE + headerLength));
   return entry;
 }

@@ -69,14 +69,15 @@ export class L1Cache {
   }
 
   /**
-   * Whether the copy under `key` is near the end of its L1 lifetime: the read service then reads
-   * the store in the background and sets the copy again, so that a page in steady demand never
-   * drops out of the L1 and none of its hits waits for Redis (issue 11: copies set together
-   * expired together every second, and each of their requests then read and decoded the page).
+   * The copy under `key` when it is near the end of its L1 lifetime (else `undefined`): the read
+   * service then confirms it against the store in the background and sets it again, so that a page
+   * in steady demand never drops out of the L1 and none of its hits waits for Redis (issue 11:
+   * copies set together expired together every second, and each of their requests then read and
+   * decoded the page).
    */
-  dueForReread(key: string): boolean {
+  dueForReread(key: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
-    return held !== undefined && this.#clock.now() >= held.rereadAt;
+    return held !== undefined && this.#clock.now() >= held.rereadAt ? held.entry : undefined;
   }
 
   set(key: string, entry: CacheEntry): void {

@@ -210,33 +210,32 @@ class CacheReadService implements ReadService {
     if (entry === undefined) return undefined;
     const at = this.#now();
     if (at >= entry.freshUntil) return undefined;
-    const { l1 } = this.#options;
-    if (l1?.dueForReread(address.key) === true && !this.#reads.isReading(address.key))
-      this.#rereadIntoL1(address, policy, entry);
+    const due = this.#options.l1?.dueForReread(address.key);
+    if (due !== undefined && !this.#reads.isReading(address.key)) this.#rereadIntoL1(address, policy, due);
     if (this.#refresher.isDue(address.key, entry, at)) this.#refresher.refreshAhead(request, address, policy, entry);
     this.#prefetcher.served(request, address, policy, entry);
     return fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) });
   }
 
   /**
-   * Confirms an L1 copy against the store before the L1 lets it go (l1.ts, `dueForReread`): the
-   * copy is served meanwhile, and replaced by the store's (a newer fill, or the same entry, trusted
-   * for another L1 lifetime), or dropped by a new generation. A hot page then never misses the
-   * L1, and no hit waits for Redis.
+   * Confirms an L1 copy (as stored: the L1 holds entries as the store has them, the policy applied
+   * per hit) against the store before the L1 lets it go (l1.ts, `dueForReread`): the copy is served
+   * meanwhile, and kept for another L1 lifetime when the store still holds it (confirmed by its
+   * stored prefix: no body read, nothing decoded), replaced by the store's newer one, or dropped
+   * by a new generation. A hot page then never misses the L1, and no hit waits for Redis.
    */
   #rereadIntoL1(address: CacheAddress, policy: EffectivePolicy, held: CacheEntry): void {
     const { l1 } = this.#options;
-    this.#reads.read(address).then(
+    this.#reads.read(address, held).then(
       (lookup) => {
         if (lookup.available) l1?.noteGeneration(address.tag, lookup.generation);
-        if (!isCurrent(lookup)) return;
-        const entry = withPolicy(lookup.entry, policy);
-        if (this.#now() >= entry.freshUntil) return;
-        // The same entry as the copy held: the held object is kept, and the one just decoded dies
-        // young. Replacing it would turn every hot page's copy into old-generation garbage once per
-        // L1 lifetime: what made V8 run frequent full collections under load, whose pauses were the
-        // proxy's whole p99 at half load (issue 11; docs/architecture.md#why-the-hit-path-is-built-as-it-is).
-        l1?.set(address.key, sameEntry(entry, held) ? held : entry);
+        if (!isCurrent(lookup) || this.#now() >= withPolicy(lookup.entry, policy).freshUntil) return;
+        // The same entry as the copy held: the held object is kept, and one read meanwhile by
+        // another request dies young. Replacing it would turn every hot page's copy into
+        // old-generation garbage once per L1 lifetime: what made V8 run frequent full collections
+        // under load, whose pauses were the proxy's p99 (issues 11 and 17;
+        // docs/architecture.md#why-the-hit-path-is-built-as-it-is).
+        l1?.set(address.key, sameEntry(lookup.entry, held) ? held : lookup.entry);
       },
       () => undefined, // a failed read changes nothing: the copy expires as it would have
     );
@@ -273,7 +272,9 @@ class CacheReadService implements ReadService {
     if (current === undefined) return undefined;
     const at = this.#now();
     if (at < current.freshUntil) {
-      this.#options.l1?.set(address.key, current);
+      // As stored (the hot path applies the policy in force to every hit): the copy is confirmed
+      // against the store by its stored form.
+      if (lookup.entry !== undefined) this.#options.l1?.set(address.key, lookup.entry);
       if (this.#refresher.isDue(address.key, current, at)) this.#refresher.refresh(request, address, policy, lookup);
       this.#prefetcher.served(request, address, policy, current);
       return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });

@@ -17,10 +17,15 @@ import {
   FLAGS_OFFSET,
   freshening,
   isFreshening,
+  storedPrefix,
 } from './entry.js';
 import { type CacheStore, type FreshenResult, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
+
+function generationText(stored: Buffer | null | undefined): string | undefined {
+  return stored === null || stored === undefined ? undefined : stored.toString('utf8');
+}
 
 /**
  * A freshen (RFC 9111 §4.3.4: the stored response updated, its body kept; docs/cache.md#revalidation),
@@ -109,19 +114,39 @@ class RedisStore implements CacheStore {
     this.#onFailure?.(operation, error);
   }
 
-  async lookup(address: CacheAddress): Promise<StoreLookup> {
+  async lookup(address: CacheAddress, known?: CacheEntry): Promise<StoreLookup> {
     if (!this.#health.usable(address.key)) return UNAVAILABLE;
     try {
+      if (known !== undefined) {
+        const confirmed = await this.#confirm(address, known);
+        if (confirmed !== undefined) return confirmed;
+      }
       const [generation, raw] = await this.#client.mgetBuffer(address.generationKey, address.key);
       return {
         entry: raw === null || raw === undefined ? undefined : decodeEntry(raw),
-        generation: generation === null || generation === undefined ? undefined : generation.toString('utf8'),
+        generation: generationText(generation),
         available: true,
       };
     } catch (error) {
       this.#failed('lookup', address.key, error);
       return UNAVAILABLE;
     }
+  }
+
+  /**
+   * `known` confirmed: the generation and the stored value's first bytes (one round trip: two
+   * commands on one hash slot, auto-pipelined), compared with `known`'s stored prefix. `undefined`
+   * when the value is another (a new fill, a freshen, a page taken) or gone: the caller reads it whole.
+   */
+  async #confirm(address: CacheAddress, known: CacheEntry): Promise<StoreLookup | undefined> {
+    const expected = storedPrefix(known);
+    const [generation, prefix] = await Promise.all([
+      this.#client.getBuffer(address.generationKey),
+      this.#client.getrangeBuffer(address.key, 0, expected.length - 1),
+    ]);
+    return prefix.equals(expected)
+      ? { entry: known, generation: generationText(generation), available: true }
+      : undefined;
   }
 
   async ensureGeneration(address: CacheAddress): Promise<string | undefined> {

@@ -5,6 +5,7 @@
  * store as it is then, and read it directly.
  */
 import type { CacheAddress } from './cache-key.js';
+import type { CacheEntry } from './entry.js';
 import type { CacheStore, StoreLookup } from './store.js';
 
 export class StoreReads {
@@ -15,11 +16,15 @@ export class StoreReads {
     this.#store = store;
   }
 
-  /** The key's lookup: the one in flight, or a new one. */
-  read(address: CacheAddress): Promise<StoreLookup> {
+  /**
+   * The key's lookup: the one in flight, or a new one (given `known`, the copy the caller holds:
+   * `CacheStore.lookup`). Either answers what is stored: a confirmation answers `known` only
+   * when that is it.
+   */
+  read(address: CacheAddress, known?: CacheEntry): Promise<StoreLookup> {
     let pending = this.#reading.get(address.key);
     if (pending === undefined) {
-      pending = this.#store.lookup(address).finally(() => this.#reading.delete(address.key));
+      pending = this.#store.lookup(address, known).finally(() => this.#reading.delete(address.key));
       this.#reading.set(address.key, pending);
     }
     return pending;

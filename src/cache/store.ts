@@ -32,8 +32,15 @@ export interface StoreFootprint {
 
 export interface CacheStore {
   readonly kind: 'memory' | 'redis';
-  /** The entry and its group's generation, in one round trip. */
-  lookup(address: CacheAddress): Promise<StoreLookup>;
+  /**
+   * The entry and its group's generation, in one round trip. `known`, an entry the caller holds
+   * (an L1 copy): when it is still what is stored (its stored form's prefix, which names the fill,
+   * its times and its body's hash, unchanged), the answer is `known` itself, and a remote store
+   * sends and decodes no body (issue 17: an L1 copy confirmed each lifetime made a new decoded
+   * entry of every hot page each second, old-generation garbage whose full collections were the
+   * hit's tail).
+   */
+  lookup(address: CacheAddress, known?: CacheEntry): Promise<StoreLookup>;
   /** The same, synchronously, for stores in this process (the hit path's fast lane). */
   peek?(address: CacheAddress): StoreLookup;
   /** The group's generation, created if it has none; `undefined` when the store is unavailable. */

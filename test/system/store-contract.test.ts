@@ -259,6 +259,35 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       expect(await subject.store.takeAhead(a)).toBe(false);
     });
 
+    it('answers a lookup given the copy held with that copy while it is what is stored, else with what is', async () => {
+      const a = address('receipts?per_page=28');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      const at = subject.now();
+      await subject.store.save(a, entry(generation, BIG_BODY, 60_000, at));
+      const held = (await subject.store.lookup(a)).entry;
+      if (held === undefined) throw new Error('saved');
+      const confirmed = await subject.store.lookup(a, held);
+      expect(confirmed.entry).toBe(held);
+      expect(confirmed.generation).toBe(generation);
+      expect(isCurrent(confirmed)).toBe(true);
+      // Freshened since: the store's times, not the copy's.
+      expect(await subject.store.freshen(a, held, { ...held, freshUntil: at + 9_000 })).toBe('freshened');
+      const freshened = (await subject.store.lookup(a, held)).entry;
+      expect(freshened).not.toBe(held);
+      expect(freshened?.freshUntil).toBe(at + 9_000);
+      // Filled again since: the new entry.
+      await subject.store.save(a, entry(generation, '{"v":2}', 60_000, at + 5));
+      const replaced = (await subject.store.lookup(a, freshened)).entry;
+      expect(replaced?.body.toString()).toBe('{"v":2}');
+      // Purged since: the copy is still what is stored, but no longer current.
+      const after = await subject.store.purge(a.group);
+      const purged = await subject.store.lookup(a, replaced);
+      expect(purged.generation).toBe(after);
+      expect(isCurrent(purged)).toBe(false);
+      // Gone (another key, nothing stored): nothing.
+      expect((await subject.store.lookup(address('receipts?per_page=29'), held)).entry).toBeUndefined();
+    });
+
     it('does not keep an entry whose keepUntil has passed', async () => {
       const a = address('receipts?per_page=8');
       expect(await subject.store.save(a, entry('g', '{}', -1))).toBe(false);
@@ -381,6 +410,27 @@ describe('a freshen on Redis', () => {
     expect(sent.map((s) => s.command)).toEqual(['evalsha']);
     expect(sent[0]?.bytes).toBeLessThan(350);
     expect((await store.lookup(a)).entry?.body.toString()).toBe(body);
+  });
+});
+
+describe('an L1 copy confirmed on Redis', () => {
+  it('reads the stored prefix and the generation, never the body, while the copy is what is stored', async () => {
+    const store = createRedisStore({ client, health, prefix: 'test' });
+    const a = address('transfers?per_page=31');
+    const generation = (await store.ensureGeneration(a)) ?? '';
+    await store.save(a, entry(generation, BIG_BODY));
+    const held = (await store.lookup(a)).entry;
+    if (held === undefined) throw new Error('saved');
+    const calls = async (command: string): Promise<number> =>
+      Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(String(await client.info('commandstats')))?.[1] ?? 0);
+    const [mget, getrange] = [await calls('mget'), await calls('getrange')];
+    for (let i = 0; i < 3; i++) expect((await store.lookup(a, held)).entry).toBe(held);
+    expect(await calls('mget')).toBe(mget);
+    expect(await calls('getrange')).toBe(getrange + 3);
+    // Changed (a new fill): read whole once the prefix differs.
+    await store.save(a, entry(generation, '{"v":3}', 60_000, held.storedAt + 1));
+    expect((await store.lookup(a, held)).entry?.body.toString()).toBe('{"v":3}');
+    expect(await calls('mget')).toBe(mget + 1);
   });
 });
 
