@@ -35,4 +35,4 @@ HEALTHCHECK --interval=10s --timeout=2s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.ADMIN_PORT || 9090) + '/readyz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The runtime flags of `npm start` in package.json (docs/operations.md#the-runtime-flag; a test
 # holds them equal).
-CMD ["node", "--max-semi-space-size=32", "dist/main.js"]
+CMD ["node", "--max-semi-space-size=32", "--min-semi-space-size=32", "dist/main.js"]
