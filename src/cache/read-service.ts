@@ -22,8 +22,9 @@ import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
 import type { ProxyError } from '../errors/proxy-error.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { StoreLookupResult } from '../observability/tracing.js';
+import { AddressMemo } from './address-memo.js';
 import { BackgroundRefresher } from './background-refresher.js';
-import { type CacheAddress, cacheAddress, groupTag } from './cache-key.js';
+import { type CacheAddress, groupTag } from './cache-key.js';
 import type { FillCoordinator } from './coordinator.js';
 import type { CacheEntry } from './entry.js';
 import { type Fill, Filler, unaskedNotModified } from './fill.js';
@@ -110,9 +111,11 @@ class CacheReadService implements ReadService {
   readonly #refresher: BackgroundRefresher;
   readonly #prefetcher: Prefetcher;
   readonly #purges: PurgeBus;
+  readonly #addresses: AddressMemo;
 
   constructor(options: ReadServiceOptions) {
     this.#options = options;
+    this.#addresses = new AddressMemo(options.keyPrefix);
     this.#now = options.now ?? Date.now;
     this.#reads = new StoreReads(options.store);
     this.#filler = new Filler({ ...options, now: this.#now });
@@ -180,10 +183,7 @@ class CacheReadService implements ReadService {
 
   #addressOf(request: ReadRequest): { readonly policy: EffectivePolicy; readonly address: CacheAddress } {
     const policy = this.#options.policies.policyFor(request.read.resource.name);
-    return {
-      policy,
-      address: cacheAddress(this.#options.keyPrefix, request.read, request.principal, policy.partition),
-    };
+    return { policy, address: this.#addresses.address(request.read, request.principal, policy.partition) };
   }
 
   /** A copy held in this process, under the policy in force: the L1 in front of a remote store, or the store itself. */
