@@ -230,12 +230,12 @@ class CacheReadService implements ReadService {
       (lookup) => {
         if (lookup.available) l1?.noteGeneration(address.tag, lookup.generation);
         if (!isCurrent(lookup) || this.#now() >= withPolicy(lookup.entry, policy).freshUntil) return;
-        // The same entry as the copy held: the held object is kept, and one read meanwhile by
-        // another request dies young. Replacing it would turn every hot page's copy into
-        // old-generation garbage once per L1 lifetime: what made V8 run frequent full collections
-        // under load, whose pauses were the proxy's p99 (issues 11 and 17;
-        // docs/architecture.md#why-the-hit-path-is-built-as-it-is).
-        l1?.set(address.key, sameEntry(lookup.entry, held) ? held : lookup.entry);
+        // Confirmed, the held object itself comes back and is kept: no new entry per L1 lifetime,
+        // which would be old-generation garbage once a second for every hot page (issues 11 and
+        // 17; docs/architecture.md#why-the-hit-path-is-built-as-it-is). Read whole, the store's
+        // entry replaces the copy, so that its stored form is the one confirmed next time (a page
+        // taken since it was fetched ahead differs from its copy by a flag alone).
+        l1?.set(address.key, lookup.entry);
       },
       () => undefined, // a failed read changes nothing: the copy expires as it would have
     );
@@ -368,11 +368,4 @@ class CacheReadService implements ReadService {
       this.#filler.fill(request, address, policy, lookup, background),
     );
   }
-}
-
-/** Whether two copies are one fill's: same store time, validator, generation and freshness. */
-function sameEntry(a: CacheEntry, b: CacheEntry): boolean {
-  return (
-    a.storedAt === b.storedAt && a.etag === b.etag && a.generation === b.generation && a.freshUntil === b.freshUntil
-  );
 }

@@ -7,6 +7,7 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FLAG_AHEAD, FLAGS_OFFSET } from '../../src/cache/entry.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
@@ -80,6 +81,31 @@ describe('the L1 under steady demand', () => {
     expect(confirmations).toBeLessThanOrEqual(LIFETIMES + 2);
     expect(await redisCalls('mget')).toBe(readsBefore);
     expect(sandbox.stats().served).toBe(1);
+  });
+
+  it('replaces a copy whose stored form changed (a flag alone), and confirms the new one from then on', async () => {
+    const target = `${API_PREFIX}/receipts?per_page=9`;
+    expect((await getWithToken(proxy.url, target, bearer)).status).toBe(200);
+    // The stored entry marked as a page fetched ahead (the flags byte, src/cache/entry.ts): the
+    // same response, another stored form than the copy the L1 holds.
+    const admin = new Redis(redis.url);
+    const [key] = await admin.keys('*list:per_page=9');
+    if (key === undefined) throw new Error('the page is not stored');
+    const flags = (await admin.getrangeBuffer(key, FLAGS_OFFSET, FLAGS_OFFSET))[0] ?? 0;
+    await admin.setrange(key, FLAGS_OFFSET, Buffer.from([flags | FLAG_AHEAD]));
+    admin.disconnect();
+    const steady = async (lifetimes: number): Promise<void> => {
+      const until = Date.now() + lifetimes * L1_TTL_SECONDS * 1000;
+      while (Date.now() < until) expect((await getWithToken(proxy.url, target, bearer)).status).toBe(200);
+    };
+    // Read whole once or twice (the flag, then the take that clears it: src/cache/prefetcher.ts)…
+    await steady(LIFETIMES);
+    // …and then only confirmed: the copy is the store's again.
+    const readsBefore = await redisCalls('mget');
+    const confirmationsBefore = await redisCalls('getrange');
+    await steady(LIFETIMES);
+    expect(await redisCalls('mget')).toBe(readsBefore);
+    expect((await redisCalls('getrange')) - confirmationsBefore).toBeGreaterThanOrEqual(LIFETIMES - 1);
   });
 
   it('shares one store read among requests that miss the L1 together', async () => {
