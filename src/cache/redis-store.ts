@@ -1,6 +1,7 @@
 /**
  * The Redis store (docs/cache.md). A lookup is one MGET of the group's generation and the entry (one
- * hash slot, one round trip, auto-pipelined); a save is one SET with PX until `keepUntil`; a freshen
+ * hash slot, one round trip, auto-pipelined), or, given the copy the caller holds, a GET of the
+ * generation and a GETRANGE of the stored prefix, and the MGET only if the prefix is not the copy's; a save is one SET with PX until `keepUntil`; a freshen
  * is one script on the entry's key alone (FRESHEN_SCRIPT); a purge is one SET of a new generation.
  * Every failure is a miss or a skipped write, never an error.
  */
@@ -134,8 +135,8 @@ class RedisStore implements CacheStore {
   }
 
   /**
-   * `known` confirmed: the generation and the stored value's first bytes (one round trip: two
-   * commands on one hash slot, auto-pipelined), compared with `known`'s stored prefix. `undefined`
+   * `known` confirmed: the generation and the stored value's first bytes (two commands on one
+   * hash slot, sent together: one round trip), compared with `known`'s stored prefix. `undefined`
    * when the value is another (a new fill, a freshen, a page taken) or gone: the caller reads it whole.
    */
   async #confirm(address: CacheAddress, known: CacheEntry): Promise<StoreLookup | undefined> {
