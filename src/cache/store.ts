@@ -36,7 +36,7 @@ export interface CacheStore {
    * The entry and its group's generation, in one round trip. `known`, an entry the caller holds
    * (an L1 copy): when it is still what is stored (its stored form's prefix, which names the fill,
    * its times and its body's hash, unchanged), the answer is `known` itself, and a remote store
-   * sends and decodes no body (issue 17: an L1 copy confirmed each lifetime made a new decoded
+   * sends and decodes no body (issue 17: an L1 copy read again each lifetime made a new decoded
    * entry of every hot page each second, old-generation garbage whose full collections were the
    * hit's tail).
    */

@@ -97,3 +97,12 @@ export function clientReady(client: {
     client.once('ready', () => resolve());
   });
 }
+
+/** How many times Redis has run `command` (`INFO commandstats`), as the client given sees it. */
+export async function commandCalls(
+  client: { info(section: 'commandstats'): Promise<string> },
+  command: string,
+): Promise<number> {
+  const stats = await client.info('commandstats');
+  return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+}

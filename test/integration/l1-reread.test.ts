@@ -12,7 +12,7 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { commandCalls, type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 
 const ADMIN_TOKEN = 'l1-reread-admin-token-of-some-length';
@@ -35,9 +35,9 @@ async function counter(series: string): Promise<number> {
 /** Commands Redis has run of one kind. */
 async function redisCalls(command: string): Promise<number> {
   const admin = new Redis(redis.url);
-  const stats = await admin.info('commandstats');
+  const calls = await commandCalls(admin, command);
   admin.disconnect();
-  return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+  return calls;
 }
 
 beforeAll(async () => {

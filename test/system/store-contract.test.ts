@@ -15,7 +15,7 @@ import { ProxyError } from '../../src/errors/proxy-error.js';
 import { createRedisClient, type RedisClient, RedisHealth } from '../../src/platform/redis.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { testPrincipal } from '../helpers/principals.js';
-import { clientReady, type RedisServer, startRedis } from '../helpers/redis.js';
+import { clientReady, commandCalls, type RedisServer, startRedis } from '../helpers/redis.js';
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 
 function principal(company: string): Principal {
@@ -392,13 +392,11 @@ describe('a freshen on Redis', () => {
     await store.save(a, { ...entry(generation, body), brotli: undefined });
     const held = (await store.lookup(a)).entry;
     if (held === undefined) throw new Error('saved');
-    const stats = async (): Promise<string> => String(await client.info('commandstats'));
-    const setrangeCalls = (info: string): number => Number(/cmdstat_setrange:calls=(\d+)/.exec(info)?.[1] ?? 0);
-    const before = setrangeCalls(await stats());
+    const before = await commandCalls(client, 'setrange');
     expect(
       await store.freshen(a, held, { ...held, storedAt: held.storedAt + 1, freshUntil: held.freshUntil + 1 }),
     ).toBe('freshened');
-    expect(setrangeCalls(await stats())).toBe(before + 1);
+    expect(await commandCalls(client, 'setrange')).toBe(before + 1);
     // The first on a node without the script: EVALSHA answers NOSCRIPT, and EVAL brings the text.
     expect(sent.map((s) => s.command)).toEqual(['evalsha', 'eval']);
     expect(sent[1]?.bytes).toBeLessThan(1_000);
@@ -421,8 +419,7 @@ describe('an L1 copy confirmed on Redis', () => {
     await store.save(a, entry(generation, BIG_BODY));
     const held = (await store.lookup(a)).entry;
     if (held === undefined) throw new Error('saved');
-    const calls = async (command: string): Promise<number> =>
-      Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(String(await client.info('commandstats')))?.[1] ?? 0);
+    const calls = (command: string): Promise<number> => commandCalls(client, command);
     const [mget, getrange] = [await calls('mget'), await calls('getrange')];
     for (let i = 0; i < 3; i++) expect((await store.lookup(a, held)).entry).toBe(held);
     expect(await calls('mget')).toBe(mget);
