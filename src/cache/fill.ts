@@ -242,10 +242,14 @@ export class Filler {
     request: ReadRequest,
     address: CacheAddress,
     policy: EffectivePolicy,
-    lookup: StoreLookup,
+    found: StoreLookup,
     background: boolean,
   ): Promise<Fill> {
     const { store, l1, fetch, now, metrics } = this.#options;
+    // While the store cannot be asked, the L1 stands in for it: its copy is what is revalidated,
+    // and what is fetched is held there (l1.ts).
+    const standingIn = !found.available && l1 !== undefined;
+    const lookup = standingIn ? l1.standIn(address.key, address.tag) : found;
     const generation = lookup.generation ?? (await store.ensureGeneration(address));
     if (lookup.generation === undefined && generation !== undefined) l1?.noteGeneration(address.tag, generation);
     // The entry this fill refreshes: the store's, of the current generation (a purged one is no
@@ -267,7 +271,7 @@ export class Filler {
         etag: notModified.etag ?? held.upstreamEtag,
         lastModified: notModified.lastModified ?? held.lastModified,
       });
-      return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs);
+      return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs, standingIn);
     }
     const { answer } = outcome;
     const cacheable = answer.status === 200 || (answer.status === 404 && request.read.kind === 'record');
@@ -280,14 +284,14 @@ export class Filler {
     // compressed or written but the times.
     if (held !== undefined && isSameAnswer(held, answer)) {
       const fresher = freshened(held, policy, now(), { etag: answer.etag, lastModified: answer.lastModified });
-      return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs);
+      return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, standingIn);
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
     const entry = entryFor(answer, policy, generation ?? '', now(), request.prefetch !== undefined);
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
     const stored = storable && (await store.save(address, entry));
-    if (stored) l1?.set(address.key, entry);
+    if (stored || (storable && standingIn)) l1?.set(address.key, entry);
     if (held !== undefined) metrics?.revalidation('modified');
     return {
       kind: 'entry',
@@ -311,16 +315,18 @@ export class Filler {
     fresher: CacheEntry,
     revalidation: Revalidation,
     upstreamMs: number,
+    standingIn: boolean,
   ): Promise<Fill> {
     const { store, l1, metrics } = this.#options;
     metrics?.revalidation(revalidation);
     let stored = false;
     // A policy of ttl 0 (caching turned off since) keeps nothing, as for any fill.
-    if (fresher.freshUntil > fresher.storedAt) {
+    const keepable = fresher.freshUntil > fresher.storedAt;
+    if (keepable) {
       const result = await store.freshen(address, held, fresher);
       stored = result === 'freshened' || (result === 'missing' && (await store.save(address, fresher)));
     }
-    if (stored) l1?.set(address.key, fresher);
+    if (stored || (keepable && standingIn)) l1?.set(address.key, fresher);
     return { kind: 'entry', entry: fresher, stored, upstreamMs, collapsed: false, revalidation };
   }
 }

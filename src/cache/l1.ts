@@ -1,13 +1,21 @@
 /**
- * The L1 (docs/cache.md): an in-process store of the hottest decoded entries in front of Redis, bounded
- * by bytes, each entry kept for a short time (1 s by default). It never serves across a purge: an
- * entry is used only while its generation is the group's generation last seen in Redis (every
- * lookup refreshes that) or announced by a purge.
+ * The L1 (docs/cache.md#the-l1): an in-process store of the hottest decoded entries in front of
+ * Redis, bounded by bytes, each copy served for a short time (1 s by default) and confirmed against
+ * Redis before that runs out. It never serves across a purge it has seen: a copy is used only while
+ * its generation is the group's generation last seen in Redis (every lookup refreshes that) or
+ * announced by a purge.
+ *
+ * While Redis cannot be asked, the L1 is this replica's cache (docs/cache.md#when-redis-fails): a
+ * copy whose confirmation found Redis unavailable serves on for another lifetime (a purge or a newer
+ * entry could not reach this replica then anyway), the last copy of a page stands in for the store's
+ * (`standIn`), and what a fill fetches meanwhile is held here under the group's generation as last
+ * seen, so that an outage sends no cached page to the upstream.
  */
 
 import { RecentMap } from '../platform/recent-map.js';
 import { type CacheEntry, entryBytes } from './entry.js';
 import { keyFraction } from './refresh-ahead.js';
+import { newGeneration, type StoreLookup } from './store.js';
 
 export interface L1Options {
   readonly maxBytes: number;
@@ -58,14 +66,42 @@ export class L1Cache {
     });
   }
 
+  /**
+   * The copy under `key` within its L1 lifetime and of the group's generation. A copy past its
+   * lifetime stays held (bounded by bytes, like every copy) for `standIn`.
+   */
   get(key: string, tag: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
-    if (held === undefined) return undefined;
-    if (this.#clock.now() >= held.expiresAt) {
-      this.#entries.delete(key);
-      return undefined;
-    }
+    if (held === undefined || this.#clock.now() >= held.expiresAt) return undefined;
     return this.#generations.get(tag) === held.entry.generation ? held.entry : undefined;
+  }
+
+  /**
+   * What this replica holds of a page while the store cannot be asked, in the form of a store's
+   * answer (`available: false`): the last copy of the group's generation, whatever its L1 lifetime
+   * (the policy's freshness and stale windows decide what it may serve), and that generation; a
+   * provisional one when none was seen, so that what a fill fetches meanwhile can be held, and is
+   * dropped once the store names the group's own.
+   */
+  standIn(key: string, tag: string): StoreLookup {
+    let generation = this.#generations.get(tag);
+    if (generation === undefined) {
+      generation = `provisional.${newGeneration()}`;
+      this.#generations.set(tag, generation);
+    }
+    return { entry: this.latest(key, tag), generation, available: false };
+  }
+
+  /** The last copy under `key` of the group's generation, whatever its L1 lifetime. */
+  latest(key: string, tag: string): CacheEntry | undefined {
+    const entry = this.#entries.get(key)?.entry;
+    return entry !== undefined && this.#generations.get(tag) === entry.generation ? entry : undefined;
+  }
+
+  /** A copy whose confirmation found the store unavailable serves on for another L1 lifetime. */
+  renew(key: string): void {
+    const held = this.#entries.get(key);
+    if (held !== undefined) this.set(key, held.entry);
   }
 
   /**
@@ -77,7 +113,9 @@ export class L1Cache {
    */
   dueForReread(key: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
-    return held !== undefined && this.#clock.now() >= held.rereadAt ? held.entry : undefined;
+    if (held === undefined) return undefined;
+    const at = this.#clock.now();
+    return at >= held.rereadAt && at < held.expiresAt ? held.entry : undefined;
   }
 
   set(key: string, entry: CacheEntry): void {

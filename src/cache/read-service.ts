@@ -186,12 +186,21 @@ class CacheReadService implements ReadService {
     return { policy, address: this.#addresses.address(request.read, request.principal, policy.partition) };
   }
 
-  /** A copy held in this process, under the policy in force: the L1 in front of a remote store, or the store itself. */
+  /**
+   * A copy held in this process, under the policy in force: the L1 in front of a remote store, or
+   * the store itself. An L1 copy whose lifetime ran out serves on while the store cannot be asked
+   * for it (its node skipped after a failure), or while it is being read for its key (a
+   * confirmation, or a request's lookup: a command timeout at most): no hit waits for Redis, nor
+   * asks a Redis known not to answer (docs/cache.md#when-redis-fails).
+   */
   #heldCopy(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
     const { l1, store } = this.#options;
     let entry: CacheEntry | undefined;
-    if (l1 !== undefined) entry = l1.get(address.key, address.tag);
-    else if (store.peek !== undefined) {
+    if (l1 !== undefined) {
+      entry = l1.get(address.key, address.tag);
+      if (entry === undefined && (this.#reads.isReading(address.key) || store.reachable?.(address) === false))
+        entry = l1.latest(address.key, address.tag);
+    } else if (store.peek !== undefined) {
       const peeked = store.peek(address);
       if (isCurrent(peeked)) entry = peeked.entry;
     }
@@ -228,7 +237,9 @@ class CacheReadService implements ReadService {
     const { l1 } = this.#options;
     this.#reads.read(address, held).then(
       (lookup) => {
-        if (lookup.available) l1?.noteGeneration(address.tag, lookup.generation);
+        // Unconfirmed because the store cannot be asked: the copy serves on (l1.ts).
+        if (!lookup.available) return l1?.renew(address.key);
+        l1?.noteGeneration(address.tag, lookup.generation);
         if (!isCurrent(lookup) || this.#now() >= withPolicy(lookup.entry, policy).freshUntil) return;
         // Confirmed, the held object itself comes back and is kept: no new entry per L1 lifetime,
         // which would be old-generation garbage once a second for every hot page (issues 11 and
@@ -243,12 +254,15 @@ class CacheReadService implements ReadService {
 
   /**
    * The store's copy. Looked up even while a fill runs: a stale copy is served at once during a
-   * background refresh, and is the stale-if-error fallback of a request that joins a fill.
+   * background refresh, and is the stale-if-error fallback of a request that joins a fill. While
+   * the store cannot be asked, the L1's last copy stands in for it (l1.ts).
    */
   async #lookUp(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): Promise<Looked> {
     const looking = request.trace?.lookup();
-    const lookup = await this.#reads.read(address);
-    if (lookup.available) this.#options.l1?.noteGeneration(address.tag, lookup.generation);
+    const { l1 } = this.#options;
+    const stored = await this.#reads.read(address);
+    if (stored.available) l1?.noteGeneration(address.tag, stored.generation);
+    const lookup = stored.available || l1 === undefined ? stored : l1.standIn(address.key, address.tag);
     const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
     const found: StoreLookupResult = !lookup.available
       ? 'unavailable'

@@ -115,6 +115,10 @@ class RedisStore implements CacheStore {
     this.#onFailure?.(operation, error);
   }
 
+  reachable(address: CacheAddress): boolean {
+    return this.#health.usable(address.key);
+  }
+
   async lookup(address: CacheAddress, known?: CacheEntry): Promise<StoreLookup> {
     if (!this.#health.usable(address.key)) return UNAVAILABLE;
     try {

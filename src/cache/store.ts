@@ -43,6 +43,12 @@ export interface CacheStore {
   lookup(address: CacheAddress, known?: CacheEntry): Promise<StoreLookup>;
   /** The same, synchronously, for stores in this process (the hit path's fast lane). */
   peek?(address: CacheAddress): StoreLookup;
+  /**
+   * False while the store is known not to answer for the address (a remote store's breaker skips
+   * its node after a failure): a lookup now would answer `available: false` at once. Absent: always
+   * asked.
+   */
+  reachable?(address: CacheAddress): boolean;
   /** The group's generation, created if it has none; `undefined` when the store is unavailable. */
   ensureGeneration(address: CacheAddress): Promise<string | undefined>;
   /** Keeps the entry until its `keepUntil`; true when it was kept. Never throws. */

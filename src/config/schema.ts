@@ -80,10 +80,10 @@ export const configSchema = z.strictObject({
     /** Longest wait for an upstream slot; then a stale copy, or 503 with Retry-After. */
     maxQueueWait: z.number().positive().max(60),
     /**
-     * A replica cut off from the upstream budget's shared ledger: `wait` starts nothing until every
-     * slot the ledger granted must be over (the budget's bound holds), then keeps to its share;
-     * `share` keeps to its share at once (misses keep reaching the upstream, one share above the
-     * bound per replica cut off).
+     * A replica cut off from the upstream budget's shared ledger: `share` (the default) keeps to its
+     * share at once (misses keep reaching the upstream, one share above the bound per replica cut
+     * off: a reader never gets an error because Redis failed); `wait` starts nothing until every
+     * slot the ledger granted must be over (the budget's bound holds), then keeps to its share.
      */
     budgetCutOff: z.enum(['wait', 'share']),
     maxBodyBytes: z.number().int().min(1024).max(1_073_741_824),
@@ -153,7 +153,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     maxConcurrent: 64,
     maxPerSecond: 200,
     maxQueueWait: 2,
-    budgetCutOff: 'wait',
+    budgetCutOff: 'share',
     maxBodyBytes: 8_388_608,
     passthrough: false,
     breaker: { failures: 5, openFor: 10 },

@@ -5,7 +5,8 @@
  * - `shared`: the shared ledger answered last, this replica has registered in its epoch, and its
  *   grants are open. Slots come from Redis, for every replica together.
  * - `cut-off`: the shared ledger did not answer, or has not yet; slots granted by it before may
- *   still be held anywhere, so none is taken from anywhere. Not for longer than `fallbackAfterMs`.
+ *   still be held anywhere, so none is taken from anywhere. Not for longer than `fallbackAfterMs`
+ *   (0 with `upstream.budgetCutOff: share`, the default: straight to `local`).
  * - `local`: the shared ledger has not answered for `fallbackAfterMs`: every slot it granted before
  *   has been released or has expired, and this replica keeps to its share. Once it took a slot
  *   from its share, it stays on it until the shared ledger answers a rejoin: its slots registered
@@ -15,7 +16,9 @@
  *   each slot it takes before using it, so that the shared ledger counts it when grants open.
  * - `closed`: the shared ledger answered but grants have not opened yet (a new epoch, another
  *   replica's rejoin); this replica was not on its share, so it takes nothing meanwhile: slots it or
- *   others took from the shared ledger before may not all be registered yet.
+ *   others took from the shared ledger before may not all be registered yet. Its requests wait for
+ *   the opening, which comes early once the ledger has heard every replica (the quorum:
+ *   src/limits/shared-ledger.ts).
  */
 export type BudgetMode = 'shared' | 'closed' | 'rejoining' | 'cut-off' | 'local';
 

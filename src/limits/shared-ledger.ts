@@ -7,6 +7,8 @@
  *                             latest start is due), on Redis's clock
  *   {<prefix>:budget}:holds   sorted set: slot id → until when it counts (Redis ms)
  *   {<prefix>:budget}:starts  sorted set: slot id → when it started (Redis ms)
+ *   {<prefix>:budget}:present set: the replicas whose slots the ledger counts, heard since grants
+ *                             last closed (the quorum that opens them early, below)
  *
  * One hash tag: a Redis Cluster keeps the three in one slot, and each script is atomic there.
  * Times are Redis's (`TIME`), so replicas with skewed clocks agree.
@@ -16,6 +18,15 @@
  * a replica that may have missed the last grants; a restart from a snapshot). Grants then wait
  * until `open`, `rejoinMs` later, and every replica registers the slots it holds before that:
  * the ledger is whole again before it grants anything.
+ *
+ * Grants open before `open` once the ledger counts every replica's slots: while grants are closed,
+ * each replica that has registered in the epoch (or is of it already) is marked present, and when
+ * as many replicas that were in the fleet before are present as the most replicas any of them has
+ * counted (`platform/replica-count.ts`: the highest count of the last minutes), no replica can hold
+ * a slot the ledger lacks, and grants open at once. A replica that died recently keeps that count
+ * up, and the window then runs its whole length. A replica that never registered in any epoch
+ * before (a start) holds no slot the ledger granted: its own register, but it is no part of the
+ * quorum, so that it cannot stand in for an absent one.
  */
 import type { RedisClient } from '../platform/redis.js';
 import { type BudgetLimits, RATE_WINDOW_MS, RESERVE_AHEAD_MS } from './slot-ledger.js';
@@ -29,13 +40,14 @@ local open = tonumber(redis.call('hget', KEYS[1], 'open') or '0') or 0
 if (not epoch) or redis.call('hget', KEYS[1], 'node') ~= node then
   epoch = ARGV[1]
   open = now + tonumber(ARGV[2])
-  redis.call('hset', KEYS[1], 'epoch', epoch, 'node', node, 'open', string.format('%d', open))
+  redis.call('hset', KEYS[1], 'epoch', epoch, 'node', node, 'open', string.format('%d', open), 'expect', '0')
+  redis.call('del', KEYS[4])
 end`;
 
 /**
  * Grants slots to a replica of the current epoch, while grants are open: the same rule as
  * `SlotLedger.grant`, starts spaced and due at most `reserve ms` ahead.
- * KEYS: state, holds, starts. ARGV: new epoch, rejoin ms, the caller's epoch, maxConcurrent,
+ * KEYS: state, holds, starts, present. ARGV: new epoch, rejoin ms, the caller's epoch, maxConcurrent,
  * maxPerSecond, window ms, hold ms, reserve ms, then the slot ids asked for.
  * Returns {kind, epoch, open in ms, retry ms (-1: when a slot is released), then the starts in ms}.
  */
@@ -85,12 +97,21 @@ return {'full', epoch, open - now, math.max(1, math.ceil(free - now))}`;
 
 /**
  * Registers slots a replica holds (its own: granted before the epoch began, or taken from its local
- * share while it was cut off), and with `close` moves `open` to `rejoin ms` from now at least.
- * KEYS: state, holds, starts. ARGV: new epoch, rejoin ms, close ('1' or '0'), window ms, hold ms,
- * then id, age ms pairs (the age of a start due ahead is negative). Returns {epoch, open in ms}.
+ * share while it was cut off), and with `close` moves `open` to `rejoin ms` from now at least (a
+ * window that begins anew forgets who was present). While grants are closed, marks the caller
+ * present when its slots are counted (it registers now, or it is of this epoch already) and it was
+ * in the fleet before; opens grants once as many are present as the most replicas expected.
+ * KEYS: state, holds, starts, present. ARGV: new epoch, rejoin ms, close ('1' or '0'), window ms,
+ * hold ms, the caller's id, 'register' or 'beat', the caller's epoch, '1' when it was in an epoch
+ * before, the replicas it expects, then id, age ms pairs (the age of a start due ahead is
+ * negative). Returns {epoch, open in ms}.
  */
 const REGISTER = `${PRELUDE}
 if ARGV[3] == '1' and open < now + tonumber(ARGV[2]) then
+  if open <= now then
+    redis.call('del', KEYS[4])
+    redis.call('hset', KEYS[1], 'expect', '0')
+  end
   open = now + tonumber(ARGV[2])
   redis.call('hset', KEYS[1], 'open', string.format('%d', open))
 end
@@ -100,7 +121,7 @@ redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 redis.call('zremrangebyscore', KEYS[3], '-inf', now - window)
 local last = tonumber(redis.call('hget', KEYS[1], 'last') or '')
 local later = false
-for i = 6, #ARGV - 1, 2 do
+for i = 11, #ARGV - 1, 2 do
   local age = tonumber(ARGV[i + 1])
   if age < hold then
     redis.call('zadd', KEYS[2], now - age + hold, ARGV[i])
@@ -112,9 +133,19 @@ for i = 6, #ARGV - 1, 2 do
   end
 end
 if later then redis.call('hset', KEYS[1], 'last', string.format('%.3f', last)) end
-if #ARGV > 5 then
+if #ARGV > 10 then
   redis.call('pexpire', KEYS[2], hold + window)
   redis.call('pexpire', KEYS[3], hold + window)
+end
+if now < open and ARGV[9] == '1' and (ARGV[7] == 'register' or ARGV[8] == epoch) then
+  redis.call('sadd', KEYS[4], ARGV[6])
+  redis.call('pexpire', KEYS[4], tonumber(ARGV[2]) * 2)
+  local expect = math.max(tonumber(redis.call('hget', KEYS[1], 'expect') or '0') or 0, tonumber(ARGV[10]))
+  redis.call('hset', KEYS[1], 'expect', string.format('%d', expect))
+  if redis.call('scard', KEYS[4]) >= expect then
+    open = now
+    redis.call('hset', KEYS[1], 'open', string.format('%d', open))
+  end
 end
 return {epoch, open - now}`;
 
@@ -137,6 +168,21 @@ export type SharedAttempt = EpochView &
     | { readonly kind: 'epoch' }
   );
 
+/** Who registers (or beats), for the quorum that opens grants early. */
+export interface RegisterCaller {
+  /** The replica's id in the ledger (one per process). */
+  readonly id: string;
+  /** Registers its slots in the current epoch (else: only reads it, a heartbeat). */
+  readonly registers: boolean;
+  /**
+   * The epoch this replica last registered in; `undefined` before its first registration (then it
+   * holds no slot the ledger granted, and is no part of the quorum).
+   */
+  readonly epoch: string | undefined;
+  /** The most replicas it has counted lately: the quorum it asks for. */
+  readonly expectedReplicas: number;
+}
+
 export interface SharedLedgerOptions {
   readonly client: RedisClient;
   readonly prefix: string;
@@ -158,7 +204,7 @@ function text(value: unknown): string {
 
 export class SharedLedger {
   readonly #client: RedisClient;
-  readonly #keys: readonly [string, string, string];
+  readonly #keys: readonly [string, string, string, string];
   readonly #holdMs: number;
   readonly #rejoinMs: number;
   readonly #newEpoch: () => string;
@@ -166,7 +212,7 @@ export class SharedLedger {
   constructor(options: SharedLedgerOptions) {
     this.#client = options.client;
     const tag = `{${options.prefix}:budget}`;
-    this.#keys = [`${tag}:state`, `${tag}:holds`, `${tag}:starts`];
+    this.#keys = [`${tag}:state`, `${tag}:holds`, `${tag}:starts`, `${tag}:present`];
     this.#holdMs = options.holdMs;
     this.#rejoinMs = options.rejoinMs;
     this.#newEpoch = options.newEpoch;
@@ -180,7 +226,7 @@ export class SharedLedger {
   async acquire(epoch: string | undefined, ids: readonly string[], limits: BudgetLimits): Promise<SharedAttempt> {
     const reply = (await this.#client.eval(
       ACQUIRE,
-      3,
+      4,
       ...this.#keys,
       this.#newEpoch(),
       String(this.#rejoinMs),
@@ -209,23 +255,31 @@ export class SharedLedger {
   }
 
   /**
-   * Registers the slots this replica holds (`ageMs`: how long each has been held); `close` moves
-   * the opening of grants `rejoinMs` away. With no slots and no `close`: reads the epoch.
+   * Registers the slots this replica holds (`ageMs`: how long each has been held) in the current
+   * epoch, or with `caller.registers` false and no slots only reads the epoch (a heartbeat);
+   * `close` moves the opening of grants `rejoinMs` away. Either marks the caller present while
+   * grants are closed, when its slots are counted (the quorum: see the top of this file).
    */
   async register(
     holds: ReadonlyArray<{ readonly id: string; readonly ageMs: number }>,
     close: boolean,
+    caller: RegisterCaller,
   ): Promise<EpochView> {
     const pairs = holds.flatMap(({ id, ageMs }) => [id, String(Math.round(ageMs))]);
     const reply = (await this.#client.eval(
       REGISTER,
-      3,
+      4,
       ...this.#keys,
       this.#newEpoch(),
       String(this.#rejoinMs),
       close ? '1' : '0',
       String(RATE_WINDOW_MS),
       String(this.#holdMs),
+      caller.id,
+      caller.registers ? 'register' : 'beat',
+      caller.epoch ?? '',
+      caller.epoch === undefined ? '0' : '1',
+      String(Math.max(1, Math.floor(caller.expectedReplicas))),
       ...pairs,
     )) as unknown[];
     return { epoch: text(reply[0]), openInMs: Number(reply[1]) };

@@ -15,7 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
-import { type SharedAttempt, SharedLedger } from './shared-ledger.js';
+import { type RegisterCaller, type SharedAttempt, SharedLedger } from './shared-ledger.js';
 import { type BudgetLimits, SlotLedger, START_ALLOWANCE_MS, spacingMs } from './slot-ledger.js';
 import { type Slot, SlotWaiters, type SparePromotion } from './slot-waiters.js';
 
@@ -29,8 +29,8 @@ export interface UpstreamBudgetOptions extends BudgetLimits {
   /** How long an upstream exchange may take at most, ms (its deadline). */
   readonly holdMs: number;
   /**
-   * Cut off from the shared ledger: `wait` (default) starts nothing until every slot it granted
-   * must be over; `share` keeps to this replica's share at once (docs/limits.md#the-upstream-budget).
+   * Cut off from the shared ledger: `share` (default) keeps to this replica's share at once; `wait`
+   * starts nothing until every slot it granted must be over (docs/limits.md#the-upstream-budget).
    */
   readonly cutOff?: 'wait' | 'share';
   readonly redis?:
@@ -60,6 +60,8 @@ export const HEARTBEAT_MS = 250;
 export const REJOIN_MS = 2_000;
 /** How soon a request waiting for a slot released elsewhere asks the shared ledger again, ms. */
 const POLL_MS = 20;
+/** How often requests waiting while grants are closed ask whether they opened early, ms. */
+const CLOSED_POLL_MS = 50;
 /** Slots asked for in one call at most. */
 const MAX_BATCH = 16;
 
@@ -82,6 +84,8 @@ export class UpstreamBudget {
   #asking = false;
   #beating = false;
   #wake: { readonly at: number; readonly timer: NodeJS.Timeout } | undefined;
+  /** When this replica last asked the shared ledger while its grants were closed. */
+  #lastClosedAsk = Number.NEGATIVE_INFINITY;
   #closed = false;
   readonly #modeListeners = new Set<() => void>();
 
@@ -100,7 +104,8 @@ export class UpstreamBudget {
     // Past this, every slot the shared ledger granted before it stopped answering is over: its
     // exchange ended by its deadline, and its hold expired. The last answer came at most a
     // heartbeat and a command before the ledger stopped answering anyone.
-    const fallbackAfterMs = options.cutOff === 'share' ? 0 : holdMs + HEARTBEAT_MS + (redis?.commandTimeoutMs ?? 0);
+    const fallbackAfterMs =
+      (options.cutOff ?? 'share') === 'share' ? 0 : holdMs + HEARTBEAT_MS + (redis?.commandTimeoutMs ?? 0);
     this.#contact = new BudgetContact(fallbackAfterMs, this.#now());
     if (redis === undefined) {
       this.#shared = undefined;
@@ -231,6 +236,16 @@ export class UpstreamBudget {
     };
   }
 
+  /** This replica as the shared ledger's quorum knows it (src/limits/shared-ledger.ts). */
+  #caller(registers: boolean): RegisterCaller {
+    return {
+      id: this.#idPrefix,
+      registers,
+      epoch: this.#contact.epoch,
+      expectedReplicas: this.#replicas(),
+    };
+  }
+
   #ids(count: number): string[] {
     return Array.from({ length: Math.min(count, MAX_BATCH) }, () => `${this.#idPrefix}:${String(this.#nextId++)}`);
   }
@@ -243,7 +258,9 @@ export class UpstreamBudget {
     if (mode === 'local') return this.#grantLocally(now);
     if (mode === 'rejoining') return void this.#grantRejoining(now);
     if (mode === 'cut-off') return this.#wakeAt(this.#contact.fallbackAt);
-    if (mode === 'closed') return this.#wakeAt(this.#contact.openAt);
+    // Closed: grants open at `openAt`, or sooner once every replica has registered (the ledger's
+    // quorum), which asking tells.
+    if (mode === 'closed') return this.#pollClosed(now);
     void this.#askShared();
   }
 
@@ -279,6 +296,7 @@ export class UpstreamBudget {
           const view = await shared.register(
             granted.map(({ id, startsIn }) => ({ id, ageMs: -startsIn })),
             false,
+            this.#caller(true),
           );
           this.#contact.answered(this.#now(), view.openInMs);
         } catch (error) {
@@ -294,6 +312,17 @@ export class UpstreamBudget {
         this.#asking = false;
       },
     );
+  }
+
+  /** Requests wait while grants are closed: asks again every `CLOSED_POLL_MS`, for an early opening. */
+  #pollClosed(now: number): void {
+    if (this.#asking) return;
+    if (this.#lastClosedAsk + CLOSED_POLL_MS <= now) {
+      this.#lastClosedAsk = now;
+      void this.#askShared();
+      return;
+    }
+    this.#wakeAt(Math.min(this.#contact.openAt, this.#lastClosedAsk + CLOSED_POLL_MS));
   }
 
   /**
@@ -337,7 +366,7 @@ export class UpstreamBudget {
       case 'full':
         return this.#wakeAt(now + (attempt.retryInMs ?? POLL_MS));
       case 'closed':
-        return this.#wakeAt(this.#contact.openAt);
+        return this.#wakeAt(Math.min(this.#contact.openAt, now + CLOSED_POLL_MS));
       case 'epoch':
         return this.#register(false);
     }
@@ -365,7 +394,7 @@ export class UpstreamBudget {
     if (shared === undefined) return;
     const now = this.#now();
     const holds = this.#own.holds(now);
-    const view = await shared.register(holds, close);
+    const view = await shared.register(holds, close, this.#caller(true));
     this.#contact.answered(this.#now(), view.openInMs);
     for (const { id } of holds) this.#inShared.add(id);
     this.#contact.registered(view.epoch, close);
@@ -379,7 +408,7 @@ export class UpstreamBudget {
     await this.#talk(
       async () => {
         if (this.#contact.rejoining) return this.#register(true);
-        const view = await shared.register([], false);
+        const view = await shared.register([], false, this.#caller(false));
         this.#contact.answered(this.#now(), view.openInMs);
         if (view.epoch !== this.#contact.epoch) await this.#register(false);
       },

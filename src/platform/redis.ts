@@ -201,9 +201,10 @@ const EVERY_NODE = '*';
  *
  * A timeout does not tell a hung node from one that was late once (its process not scheduled for
  * a moment on a busy host, the client's own pause): after a timeout the node is asked `PING`, with
- * the same command timeout, again after each one that times out, while it is skipped; a `PING`
- * answered in time ends the skip at once. A hung node answers none (each times out, no request
- * waits on them); a node that was late is used again as soon as it answers. Without this, one late
+ * the same command timeout, again after each one that times out, and it stays skipped until one
+ * is answered in time, which ends the skip at once. A hung node answers none (each times out, no
+ * request waits on them), so a hang costs one command its timeout, not one every `suspendMs`; a
+ * node that was late is used again as soon as it answers. Without this, one late
  * reply from a healthy master skipped it for the whole `suspendMs` on the replica that saw it: the
  * L1 copies of its keys could not be read again (l1.ts) and ran out, and every one of them was
  * fetched from the upstream meanwhile (test/system/cluster-failover.test.ts, on a busy host).
@@ -290,8 +291,10 @@ export class RedisHealth {
           this.#suspended.delete(node);
         },
         (error: unknown) => {
-          if (isCommandTimeout(error) && this.#suspendedNow(node)) ask();
-          else this.#probing.delete(node);
+          if (!isCommandTimeout(error)) return void this.#probing.delete(node);
+          // Still silent: skipped while it is asked again.
+          this.#suspended.set(node, Math.max(this.#suspended.get(node) ?? 0, this.#now() + this.#suspendMs));
+          ask();
         },
       );
     };

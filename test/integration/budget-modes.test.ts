@@ -1,10 +1,12 @@
 /**
  * The upstream budget's modes (src/limits/budget-mode.ts) against a real `redis-server`, with one
  * replica's connection through a TCP gate that can cut it off while the other still reaches Redis
- * (a partition): no slot at all while a cut-off replica's shared slots may still be held, its share
- * once they cannot, and back to the shared ledger through a rejoin that registers what it holds
- * and closes grants for every replica meanwhile. Then the ledger lost (FLUSHALL): a new epoch, in
- * which both replicas register their slots before grants open.
+ * (a partition). With `budgetCutOff: wait`: no slot at all while a cut-off replica's shared slots
+ * may still be held, its share once they cannot, and back to the shared ledger through a rejoin
+ * that registers what it holds and closes grants for every replica until both are heard in the
+ * window (the quorum: src/limits/shared-ledger.ts), which opens it before its end; a request of the
+ * other replica meanwhile waits, and is not refused. Then the ledger lost (FLUSHALL): a new epoch,
+ * in which both replicas register their slots before grants open, again before the window's end.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -58,6 +60,7 @@ function budgetOn(url: string, prefix: string): UpstreamBudget {
     maxPerSecond: 1_000,
     replicas: 2,
     holdMs: HOLD_MS,
+    cutOff: 'wait',
     redis: { client, prefix, commandTimeoutMs: COMMAND_TIMEOUT_MS },
   });
   budgets.push(budget);
@@ -124,21 +127,27 @@ describe('the upstream budget when one replica is cut off from Redis', () => {
     expect(await cutOff.run(() => Promise.resolve('z'), 200)).toEqual({ kind: 'refused' });
   });
 
-  it('rejoins: registers what it holds and keeps to its share, registering each slot it takes, while grants stay closed for the others', async () => {
+  it('rejoins: registers what it holds; grants open once both replicas are heard in the window, before its end', async () => {
     // One local slot ends while cut off: its release never reached Redis, which never had it.
     local[1]?.end();
     expect(await localRuns[1]).toEqual(ran('done'));
+    const restoredAt = Date.now();
     gate.restore();
     expect(await cutOff.whenMode('rejoining', 2_000)).toBe(true);
-    expect(await other.whenMode('closed', 2_000)).toBe(true);
-    expect(await other.run(() => Promise.resolve('closed'), 100)).toEqual({ kind: 'refused' });
-    expect(await inspector.zcard(holdsKey)).toBe(1); // the local slot still held
-    // A slot it takes now (from its share, or shared once the window is over) is in Redis while used.
+    expect(await inspector.zcard(holdsKey)).toBe(1); // the local slot still held, registered
+    // A request of the other replica in the window waits for the opening instead of being refused.
+    const otherInWindow = heldJob();
+    const otherRun = other.run(otherInWindow.job, REJOIN_MS);
+    // A slot the rejoining one takes (from its share, or shared once open) is in Redis while used.
     const inWindow = heldJob();
     const inWindowRun = cutOff.run(inWindow.job, 1_000);
-    await expect.poll(() => inspector.zcard(holdsKey)).toBe(2);
+    await expect.poll(() => inspector.zcard(holdsKey)).toBe(3);
     expect(await cutOff.whenShared(REJOIN_MS + 2_000)).toBe(true);
     expect(await other.whenShared(REJOIN_MS + 2_000)).toBe(true);
+    // Opened by the quorum (Redis's clock is this machine's): before the window would have ended.
+    expect(Number(await inspector.hget(`{${prefix}:budget}:state`, 'open'))).toBeLessThan(restoredAt + REJOIN_MS);
+    otherInWindow.end();
+    expect(await otherRun).toEqual(ran('done'));
     // Shared again: 2 of 4 held by the rejoined replica.
     const more = [heldJob(), heldJob()];
     const runs = more.map((held) => other.run(held.job, 1_000));
@@ -166,12 +175,18 @@ describe('the upstream budget when Redis loses the ledger', () => {
     const runs = [first.run(held[0]?.job ?? heldJob().job, 1_000), second.run(held[1]?.job ?? heldJob().job, 1_000)];
     const holdsKey = `{${prefix}:budget}:holds`;
     await expect.poll(() => inspector.zcard(holdsKey)).toBe(2);
+    const flushedAt = Date.now();
     await inspector.flushall();
-    expect(await first.whenMode('closed', 2_000)).toBe(true);
-    // Both registered their slot again within the window, before any grant.
-    await expect.poll(() => inspector.zcard(holdsKey), { timeout: REJOIN_MS }).toBe(2);
+    // A request meanwhile waits for the opening (the window closes grants) rather than being refused.
+    const inWindow = heldJob();
+    const inWindowRun = first.run(inWindow.job, REJOIN_MS);
+    // Both registered their slot again, and the request's slot came after them.
+    await expect.poll(() => inspector.zcard(holdsKey), { timeout: REJOIN_MS }).toBe(3);
     expect(await first.whenShared(REJOIN_MS + 2_000)).toBe(true);
-    for (const job of held) job.end();
-    await Promise.all(runs);
+    expect(await second.whenShared(REJOIN_MS + 2_000)).toBe(true);
+    // Opened once both had registered: before the window would have ended.
+    expect(Number(await inspector.hget(`{${prefix}:budget}:state`, 'open'))).toBeLessThan(flushedAt + REJOIN_MS);
+    for (const job of [...held, inWindow]) job.end();
+    await Promise.all([...runs, inWindowRun]);
   });
 });

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SharedLedger } from '../../src/limits/shared-ledger.js';
+import { type RegisterCaller, SharedLedger } from '../../src/limits/shared-ledger.js';
 import {
   type BudgetLimits,
   type GrantResult,
@@ -41,6 +41,13 @@ afterAll(async () => {
   await redis.stop();
 });
 
+/**
+ * A caller new to the fleet (never registered in an epoch): no part of the quorum that opens grants
+ * early, so every window here runs its whole length unless a test says otherwise.
+ */
+const BEAT: RegisterCaller = { id: 'contract', registers: false, epoch: undefined, expectedReplicas: 1 };
+const REGISTERS: RegisterCaller = { ...BEAT, registers: true };
+
 const wait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 function inProcess(): LedgerUnderTest {
@@ -59,7 +66,7 @@ function sharedLedger(prefix = `contract-${randomUUID()}`): SharedLedger {
 /** The shared ledger as a replica uses it: registered in the epoch, asking once grants are open. */
 async function inRedis(): Promise<LedgerUnderTest> {
   const ledger = sharedLedger();
-  const begun = await ledger.register([], false);
+  const begun = await ledger.register([], false, BEAT);
   let epoch = begun.epoch;
   await wait(begun.openInMs + 1); // the new epoch's window: an open ledger is what is under test
   return {
@@ -71,13 +78,13 @@ async function inRedis(): Promise<LedgerUnderTest> {
             ? { kind: 'granted', startsInMs: attempt.startsInMs }
             : { kind: 'full', retryInMs: attempt.retryInMs };
         }
-        if (attempt.kind === 'epoch') epoch = (await ledger.register([], false)).epoch;
+        if (attempt.kind === 'epoch') epoch = (await ledger.register([], false, BEAT)).epoch;
         else await wait(Math.max(1, attempt.openInMs));
       }
     },
     release: (id) => ledger.release([id]),
     async record(id, ageMs) {
-      await ledger.register([{ id, ageMs }], false);
+      await ledger.register([{ id, ageMs }], false, REGISTERS);
     },
   };
 }
@@ -155,7 +162,7 @@ describe("the shared ledger's epochs", () => {
   it('begins one where there is none, closed for the rejoin window, then grants', async () => {
     const ledger = sharedLedger();
     expect((await ledger.acquire(undefined, ['a'], limits)).kind).toBe('epoch');
-    const { epoch, openInMs } = await ledger.register([], false);
+    const { epoch, openInMs } = await ledger.register([], false, BEAT);
     expect(openInMs).toBeGreaterThan(0);
     expect(openInMs).toBeLessThanOrEqual(REJOIN_MS);
     const closed = await ledger.acquire(epoch, ['a'], limits);
@@ -167,7 +174,7 @@ describe("the shared ledger's epochs", () => {
   it('begins a new one when another Redis process wrote the state (a failover), keeping the slots', async () => {
     const prefix = `contract-${randomUUID()}`;
     const ledger = sharedLedger(prefix);
-    const first = (await ledger.register([{ id: 'held', ageMs: 0 }], false)).epoch;
+    const first = (await ledger.register([{ id: 'held', ageMs: 0 }], false, REGISTERS)).epoch;
     // What a promoted replica holds: the state as the old master wrote it, its run id in `node`.
     await client.hset(`{${prefix}:budget}:state`, 'node', 'the-old-master');
     const after = await ledger.acquire(first, ['a'], limits);
@@ -180,21 +187,102 @@ describe("the shared ledger's epochs", () => {
   it('begins a new one when the state is gone (flushed, restarted empty)', async () => {
     const prefix = `contract-${randomUUID()}`;
     const ledger = sharedLedger(prefix);
-    const first = (await ledger.register([], false)).epoch;
+    const first = (await ledger.register([], false, BEAT)).epoch;
     await client.del(`{${prefix}:budget}:state`);
-    const view = await ledger.register([{ id: 'mine', ageMs: 10 }], false);
+    const view = await ledger.register([{ id: 'mine', ageMs: 10 }], false, REGISTERS);
     expect(view.epoch).not.toBe(first);
     expect(await client.zscore(`{${prefix}:budget}:holds`, 'mine')).not.toBeNull();
   });
 
   it('closes grants for the rejoin window when a replica rejoins from its local share', async () => {
     const ledger = sharedLedger();
-    const { epoch, openInMs } = await ledger.register([], false);
+    const { epoch, openInMs } = await ledger.register([], false, BEAT);
     await wait(openInMs + 1);
     expect((await ledger.acquire(epoch, ['a'], limits)).kind).toBe('granted');
-    const rejoined = await ledger.register([{ id: 'local-1', ageMs: 50 }], true);
+    const rejoined = await ledger.register([{ id: 'local-1', ageMs: 50 }], true, REGISTERS);
     expect(rejoined.epoch).toBe(epoch);
     expect(rejoined.openInMs).toBeGreaterThan(REJOIN_MS - 50);
     expect((await ledger.acquire(epoch, ['b'], limits)).kind).toBe('closed');
+  });
+
+  describe('the quorum that opens grants before the window ends', () => {
+    /** Two replicas of a fleet of two, each registered in the ledger's first epoch. */
+    async function fleetOfTwo(): Promise<{ ledger: SharedLedger; prefix: string; epoch: string }> {
+      const prefix = `contract-${randomUUID()}`;
+      const ledger = sharedLedger(prefix);
+      const { epoch, openInMs } = await ledger.register([], false, { ...REGISTERS, id: 'a' });
+      await ledger.register([], false, { ...REGISTERS, id: 'b' });
+      await wait(openInMs + 1);
+      expect((await ledger.acquire(epoch, ['x'], limits)).kind).toBe('granted');
+      return { ledger, prefix, epoch };
+    }
+    const replica = (id: string, epoch: string, registers: boolean): RegisterCaller => ({
+      id,
+      registers,
+      epoch,
+      expectedReplicas: 2,
+    });
+
+    it('a lost ledger opens once every replica it expects has registered its slots, not before', async () => {
+      const { ledger, prefix, epoch } = await fleetOfTwo();
+      await client.del(`{${prefix}:budget}:state`);
+      const first = await ledger.register([{ id: 'a-1', ageMs: 5 }], false, replica('a', epoch, true));
+      expect(first.epoch).not.toBe(epoch);
+      expect(first.openInMs).toBeGreaterThan(REJOIN_MS - 100);
+      // The other's heartbeat names the old epoch: it has not registered in this one yet.
+      const beat = await ledger.register([], false, replica('b', epoch, false));
+      expect(beat.openInMs).toBeGreaterThan(0);
+      expect((await ledger.acquire(first.epoch, ['y'], limits)).kind).toBe('closed');
+      const second = await ledger.register([{ id: 'b-1', ageMs: 5 }], false, replica('b', epoch, true));
+      expect(second.openInMs).toBeLessThanOrEqual(0);
+      expect((await ledger.acquire(first.epoch, ['y'], limits)).kind).toBe('granted');
+      // The slot granted before, the two registered, the one granted now.
+      expect(await client.zcard(`{${prefix}:budget}:holds`)).toBe(4);
+    });
+
+    it('counts no replica new to the fleet towards the quorum, though it registers its slots', async () => {
+      const { ledger, prefix, epoch } = await fleetOfTwo();
+      await client.del(`{${prefix}:budget}:state`);
+      const first = await ledger.register([], false, replica('a', epoch, true));
+      const newcomer = await ledger.register([{ id: 'c-1', ageMs: 0 }], false, {
+        id: 'c',
+        registers: true,
+        epoch: undefined,
+        expectedReplicas: 1,
+      });
+      expect(newcomer.openInMs).toBeGreaterThan(0);
+      expect((await ledger.acquire(first.epoch, ['y'], limits)).kind).toBe('closed');
+      expect(await client.zscore(`{${prefix}:budget}:holds`, 'c-1')).not.toBeNull();
+    });
+
+    it('expects the most replicas any of them has counted', async () => {
+      const { ledger, prefix, epoch } = await fleetOfTwo();
+      await client.del(`{${prefix}:budget}:state`);
+      const first = await ledger.register([], false, { ...replica('a', epoch, true), expectedReplicas: 3 });
+      const second = await ledger.register([], false, replica('b', epoch, true));
+      expect(second.openInMs).toBeGreaterThan(0);
+      expect((await ledger.acquire(first.epoch, ['y'], limits)).kind).toBe('closed');
+    });
+
+    it('a rejoin window opens once the replicas that were sharing beat in it', async () => {
+      const { ledger, epoch } = await fleetOfTwo();
+      const rejoined = await ledger.register([{ id: 'a-local', ageMs: 20 }], true, replica('a', epoch, true));
+      expect(rejoined.openInMs).toBeGreaterThan(REJOIN_MS - 100);
+      const beat = await ledger.register([], false, replica('b', epoch, false));
+      expect(beat.openInMs).toBeLessThanOrEqual(0);
+      expect((await ledger.acquire(epoch, ['y'], limits)).kind).toBe('granted');
+    });
+
+    it('a window begun anew forgets who was present in the last one', async () => {
+      const { ledger, epoch } = await fleetOfTwo();
+      const rejoined = await ledger.register([], true, replica('a', epoch, true));
+      await ledger.register([], false, replica('b', epoch, false));
+      await wait(1);
+      // Grants opened; a later rejoin begins a new window, in which only its caller is present.
+      const again = await ledger.register([], true, replica('b', epoch, true));
+      expect(rejoined.epoch).toBe(epoch);
+      expect(again.openInMs).toBeGreaterThan(REJOIN_MS - 100);
+      expect((await ledger.acquire(epoch, ['y'], limits)).kind).toBe('closed');
+    });
   });
 });

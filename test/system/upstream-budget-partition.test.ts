@@ -3,7 +3,9 @@
  * (issue 16; docs/limits.md#the-upstream-budget, docs/architecture.md#the-upstream-budget), counted at the upstream
  * (the sandbox, in its own process). Three replicas share one Redis, `maxConcurrent` 6 and
  * `maxPerSecond` 30 for all of them (a share of 2 and 10 each), 30 clients on cold keys, an
- * upstream that takes 200 ms; one replica reaches Redis through a TCP gate.
+ * upstream that takes 200 ms; one replica reaches Redis through a TCP gate. The table's bounds are
+ * `upstream.budgetCutOff: wait`'s, which this suite sets; the default's (`share`) are counted by
+ * test/system/redis-outage.test.ts.
  *
  * - One replica cut off (the gate closed), the others not: at most `maxConcurrent` + its share in
  *   flight, `maxPerSecond` + its share in any second; the others keep the shared ledger.
@@ -70,7 +72,7 @@ beforeAll(async () => {
   token = await mintDevToken({ company: 1, secret });
   const config = replicaConfig(
     [
-      `upstream: { maxConcurrent: ${String(MAX_CONCURRENT)}, maxPerSecond: ${String(MAX_PER_SECOND)}, maxQueueWait: 1, timeout: ${String(TIMEOUT_SECONDS)} }`,
+      `upstream: { maxConcurrent: ${String(MAX_CONCURRENT)}, maxPerSecond: ${String(MAX_PER_SECOND)}, maxQueueWait: 1, timeout: ${String(TIMEOUT_SECONDS)}, budgetCutOff: wait }`,
       unmetLimits(REPLICAS),
     ].join('\n'),
   );

@@ -246,8 +246,58 @@ describe('L1', () => {
     expect(l1.get('k', 'tag')).toBeDefined();
     at += 1;
     expect(l1.get('k', 'tag')).toBeUndefined();
-    expect(l1.dueForReread('k')).toBeUndefined(); // gone: nothing to read again
-    expect(l1.footprint().entries).toBe(0);
+    expect(l1.dueForReread('k')).toBeUndefined(); // not served: nothing to confirm
+  });
+
+  it('renews a copy whose confirmation found the store unavailable for another lifetime', () => {
+    let at = 5_000;
+    const l1 = new L1Cache({ maxBytes: 1_048_576, ttlMs: 1_000, clock: { now: () => at } });
+    l1.noteGeneration('tag', 'g1');
+    l1.set('k', entry(PAGE, 'g1'));
+    at += 900;
+    l1.renew('k');
+    at += 900;
+    expect(l1.get('k', 'tag')?.generation).toBe('g1');
+    l1.renew('absent'); // nothing held: nothing renewed
+    expect(l1.get('absent', 'tag')).toBeUndefined();
+  });
+
+  describe('standing in for a store that cannot be asked', () => {
+    it('gives the last copy past its lifetime, of the generation last seen, as a store would', () => {
+      let at = 5_000;
+      const l1 = new L1Cache({ maxBytes: 1_048_576, ttlMs: 1_000, clock: { now: () => at } });
+      l1.noteGeneration('tag', 'g1');
+      l1.set('k', entry(PAGE, 'g1'));
+      at += 10_000;
+      expect(l1.get('k', 'tag')).toBeUndefined();
+      const lookup = l1.standIn('k', 'tag');
+      expect(lookup).toMatchObject({ generation: 'g1', available: false });
+      expect(lookup.entry?.body.equals(PAGE)).toBe(true);
+      expect(l1.standIn('other', 'tag')).toEqual({ entry: undefined, generation: 'g1', available: false });
+    });
+
+    it('never gives a copy of a generation a purge made old', () => {
+      const l1 = new L1Cache({ maxBytes: 1_048_576, ttlMs: 1_000 });
+      l1.noteGeneration('tag', 'g1');
+      l1.set('k', entry(PAGE, 'g1'));
+      l1.forgetGroup('tag'); // a purge announced before Redis went away
+      const lookup = l1.standIn('k', 'tag');
+      expect(lookup.entry).toBeUndefined();
+      expect(lookup.generation).not.toBe('g1');
+      l1.noteGeneration('tag', 'g2');
+      expect(l1.standIn('k', 'tag')).toEqual({ entry: undefined, generation: 'g2', available: false });
+    });
+
+    it('names a provisional generation for a group never seen, dropped once the store names its own', () => {
+      const l1 = new L1Cache({ maxBytes: 1_048_576, ttlMs: 60_000 });
+      const { generation } = l1.standIn('k', 'tag');
+      expect(generation).toMatch(/^provisional\./);
+      expect(l1.standIn('k', 'tag').generation).toBe(generation); // the same one while it lasts
+      l1.set('k', entry(PAGE, generation)); // what a fill fetched meanwhile
+      expect(l1.get('k', 'tag')).toBeDefined();
+      l1.noteGeneration('tag', 'g1'); // Redis answers again
+      expect(l1.get('k', 'tag')).toBeUndefined();
+    });
   });
 
   it('is bounded by bytes', () => {

@@ -1,7 +1,7 @@
 /**
  * A node that was late once is used again as soon as it answers (src/platform/redis.ts,
  * `RedisHealth`): after a timeout the breaker asks the node `PING` and ends the skip when one is
- * answered in time; a node that stays silent stays skipped. A fake Redis on loopback that can hold
+ * answered in time; a node that stays silent stays skipped, past its skip, until it answers. A fake Redis on loopback that can hold
  * its replies plays the node: `hold()` is a node not scheduled for a moment (its replies wait),
  * `release()` sends what it held. Both a single Redis and a one-node Redis Cluster (the breaker
  * finds the cluster's connection to the node).
@@ -167,6 +167,21 @@ describe.each(['single', 'cluster'] as const)('the node breaker on %s Redis, aft
     // One at a time, one per command timeout: a handful, never a flood.
     expect(probes).toBeGreaterThanOrEqual(2);
     expect(probes).toBeLessThanOrEqual(8);
+    redis.release();
+    await until(() => health.usable('{1:a}:page'), 1_000);
+  });
+
+  it('keeps a silent node skipped past its skip, for as long as its PINGs time out', async () => {
+    const { redis, client } = await setup(topology);
+    const health = new RedisHealth(client, { suspendMs: TIMEOUT_MS * 2 });
+    redis.hold();
+    const error = await client.get('{1:a}:page').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    health.failed('{1:a}:page', error);
+    await sleep(TIMEOUT_MS * 8); // four skips' worth
+    expect(health.usable('{1:a}:page')).toBe(false);
     redis.release();
     await until(() => health.usable('{1:a}:page'), 1_000);
   });
