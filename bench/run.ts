@@ -50,12 +50,14 @@ import {
   expectBytes,
   type ProxyProcess,
   requireBuild,
+  shippedNodeFlags,
   startBaseline,
   startProxy,
   startRedisServer,
   startSandbox,
 } from './lib/services.js';
 import { tailProbe } from './lib/tail-probe.js';
+import { runAllocation } from './phases/allocation.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
@@ -68,6 +70,7 @@ import {
   TARGET_RSS_MB,
 } from './phases/many-credentials.js';
 import { ONE_POINT, runRateLimited, TARGET_US_PER_429 } from './phases/rate-limited.js';
+import { runResume } from './phases/resume.js';
 import { runStoredBytes, TARGET_STORED_RATIO } from './phases/stored-bytes.js';
 import { brBodies, warmPages } from './phases/warm.js';
 import { BUSY_SERVER_CPU_PCT, benchMarkdown, type TargetFigures, verdicts } from './report.js';
@@ -279,6 +282,46 @@ async function bench(): Promise<number> {
   );
   say();
 
+  // ── what a hit allocates, and the first second after an idle spell ──
+  const allocation = await runAllocation(
+    ctx,
+    {
+      pages,
+      bearer,
+      startBare: async (flags) => {
+        const server = await startBaseline('bare (allocation)', pagesFile, SERVER_CPU, [
+          ...shippedNodeFlags(),
+          ...flags,
+        ]);
+        return server;
+      },
+      startProxy: async (flags) => {
+        const server = await startProxy({
+          ...proxyOptions,
+          name: 'proxy (allocation)',
+          configFile,
+          cpu: SERVER_CPU,
+          nodeFlags: [...nodeFlags, ...flags],
+          stdout: 'pipe',
+        });
+        return { url: server.url, launched: server.launched };
+      },
+    },
+    {
+      warmupSeconds: 3,
+      bareSeconds: envInt('BENCH_ALLOCATION_BARE_SECONDS', 15, 1, 600),
+      proxySeconds: envInt('BENCH_ALLOCATION_SECONDS', 60, 1, 600),
+    },
+  );
+  say();
+  const resume = await runResume(
+    ctx,
+    input,
+    targets.filter((t) => t.server !== 'before' && t.headers === undefined),
+    { idleSeconds: envInt('BENCH_RESUME_IDLE', 10, 1, 600), steadySeconds: 3, rounds: 3 },
+  );
+  say();
+
   // ── the 429 path ──
   const rateLimited = await runRateLimited(ctx, {
     redisUrl,
@@ -338,16 +381,19 @@ async function bench(): Promise<number> {
       cpuRatioFiftyPages: base['50 pages'].summary.usPerRequest / own['50 pages'].summary.usPerRequest,
       cpuRatioOnePage: base['one page'].summary.usPerRequest / own['one page'].summary.usPerRequest,
       halfLoadP99Ms: half.byTarget.get(name)?.p99Ms ?? Number.NaN,
+      halfLoadGeneratorErrorP99Ms: half.byTarget.get(name)?.generatorErrorP99Ms ?? Number.NaN,
     };
   };
   const rows = targets.map((t) => figuresOf(t.name)).filter((row): row is TargetFigures => row !== undefined);
   const proxyRow = figuresOf(PROXY);
   if (proxyRow === undefined) throw new Error('no proxy figures');
+  const proxyResume = resume.byTarget.get(PROXY);
   const list = verdicts({
     proxy: proxyRow,
     proxyBr: figuresOf(PROXY_BR),
     bodies,
     nginx: figuresOf(NGINX),
+    bare: figuresOf(BARE),
     upstreamDuringHits,
     coalesced,
     stored: { ratio: stored.storedRatio, target: TARGET_STORED_RATIO, pass: stored.pass },
@@ -358,6 +404,8 @@ async function bench(): Promise<number> {
       pass: rateLimited.pass,
     },
     generator: generator.label,
+    allocation,
+    resume: proxyResume && { idleSeconds: resume.idleSeconds, ...proxyResume },
   });
   list.push({
     target: `many credentials: no batch over ${String(TARGET_BATCH_RATIO)}× the median, RSS < ${String(TARGET_RSS_MB)} MB`,
@@ -413,6 +461,16 @@ async function bench(): Promise<number> {
       busy_rounds: disturbance.busyRounds,
       hit_rounds: disturbance.rounds,
       half_load_rate: half.rate,
+      allocation: {
+        bare_bytes_per_answer: Math.round(allocation.bare.bytesPerAnswer),
+        proxy_bytes_per_answer: Math.round(allocation.proxy.bytesPerAnswer),
+        proxy_promoted_per_answer: round(allocation.proxy.promotedPerAnswer, 1),
+        proxy_longest_young_ms: allocation.proxy.longestScavengeMs,
+        proxy_full_collections: allocation.proxy.fullCollections,
+      },
+      resume: Object.fromEntries(
+        [...resume.byTarget].map(([name, f]) => [name, { first_p99_ms: f.firstP99Ms, steady_p99_ms: f.steadyP99Ms }]),
+      ),
       upstream_during_hits: upstreamDuringHits,
       nginx_origin_during_hits: originDuringHits,
       rate_limited: {

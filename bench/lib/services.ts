@@ -193,13 +193,18 @@ export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
   return { launched, url: `http://127.0.0.1:${String(port)}`, adminUrl };
 }
 
-/** The bare `node:http` server that answers `pages` (path → bytes) with two headers. */
+/**
+ * The bare `node:http` server that answers `pages` (path → bytes) with two headers; `nodeFlags`
+ * (the proxy's shipped ones, `--trace-gc-nvp`) when it is measured the same way as the proxy.
+ */
 export async function startBaseline(
   name: string,
   pagesFile: string,
   cpu?: number,
+  nodeFlags: readonly string[] = [],
 ): Promise<{ launched: Launched; url: string }> {
-  const launched = launch(name, process.execPath, [join(ROOT, 'dist-bench', 'bench', 'baseline-server.js')], {
+  const script = join(ROOT, 'dist-bench', 'bench', 'baseline-server.js');
+  const launched = launch(name, process.execPath, [...nodeFlags, script], {
     env: { PATH, BASELINE_PAGES: pagesFile, BASELINE_PORT: '0' },
     ...(cpu !== undefined && { cpu }),
     stdout: 'pipe',

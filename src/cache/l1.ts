@@ -98,6 +98,17 @@ export class L1Cache {
     return entry !== undefined && this.#generations.get(tag) === entry.generation ? entry : undefined;
   }
 
+  /**
+   * The copy under `key` of the group's generation whose L1 lifetime ran out no more than one
+   * lifetime ago: what may serve while the store is being read for it (a command timeout at most),
+   * no older than a copy served and confirmed every lifetime would be.
+   */
+  lapsed(key: string, tag: string): CacheEntry | undefined {
+    const held = this.#entries.get(key);
+    if (held === undefined || this.#clock.now() >= held.expiresAt + this.#ttlMs) return undefined;
+    return this.#generations.get(tag) === held.entry.generation ? held.entry : undefined;
+  }
+
   /** A copy whose confirmation found the store unavailable serves on for another L1 lifetime. */
   renew(key: string): void {
     const held = this.#entries.get(key);

@@ -189,22 +189,25 @@ class CacheReadService implements ReadService {
   /**
    * A copy held in this process, under the policy in force: the L1 in front of a remote store, or
    * the store itself. An L1 copy whose lifetime ran out serves on while the store cannot be asked
-   * for it (its node skipped after a failure), or while it is being read for its key (a
-   * confirmation, or a request's lookup: a command timeout at most): no hit waits for Redis, nor
-   * asks a Redis known not to answer (docs/cache.md#when-redis-fails).
+   * for it (its node skipped after a failure), or, lapsed within a lifetime, while it is being read
+   * for its key (a confirmation, or a request's lookup: a command timeout at most): no hit waits for
+   * Redis, nor asks a Redis known not to answer (docs/cache.md#when-redis-fails).
    */
   #heldCopy(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
     const { l1, store } = this.#options;
     let entry: CacheEntry | undefined;
-    if (l1 !== undefined) {
-      entry = l1.get(address.key, address.tag);
-      if (entry === undefined && (this.#reads.isReading(address.key) || store.reachable?.(address) === false))
-        entry = l1.latest(address.key, address.tag);
-    } else if (store.peek !== undefined) {
+    if (l1 !== undefined) entry = l1.get(address.key, address.tag) ?? this.#lapsedCopy(l1, address);
+    else if (store.peek !== undefined) {
       const peeked = store.peek(address);
       if (isCurrent(peeked)) entry = peeked.entry;
     }
     return entry === undefined ? undefined : withPolicy(entry, policy);
+  }
+
+  /** An L1 copy past its lifetime that may still serve now (`#heldCopy`). */
+  #lapsedCopy(l1: L1Cache, address: CacheAddress): CacheEntry | undefined {
+    if (this.#options.store.reachable?.(address) === false) return l1.latest(address.key, address.tag);
+    return this.#reads.isReading(address.key) ? l1.lapsed(address.key, address.tag) : undefined;
   }
 
   /** A fresh copy held in this process. */
@@ -254,13 +257,15 @@ class CacheReadService implements ReadService {
 
   /**
    * The store's copy. Looked up even while a fill runs: a stale copy is served at once during a
-   * background refresh, and is the stale-if-error fallback of a request that joins a fill. While
-   * the store cannot be asked, the L1's last copy stands in for it (l1.ts).
+   * background refresh, and is the stale-if-error fallback of a request that joins a fill. The L1's
+   * last copy of the page, if any, is what the store confirms by its stored prefix (a page read
+   * again after an idle spell costs no body and no decoding); while the store cannot be asked, it
+   * stands in for the store (l1.ts).
    */
   async #lookUp(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): Promise<Looked> {
     const looking = request.trace?.lookup();
     const { l1 } = this.#options;
-    const stored = await this.#reads.read(address);
+    const stored = await this.#reads.read(address, l1?.latest(address.key, address.tag));
     if (stored.available) l1?.noteGeneration(address.tag, stored.generation);
     const lookup = stored.available || l1 === undefined ? stored : l1.standIn(address.key, address.tag);
     const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;

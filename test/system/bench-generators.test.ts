@@ -159,7 +159,10 @@ describe('the paced generator', () => {
     expect(served()).toBe(150);
     expect(result.errors).toBe(0);
     expect(result.bytesPerResponse).toBe(await answerBytes('/pages/1'));
-    expect(Number.isFinite(result.tickGapMaxMs)).toBe(true);
+    // Its own schedule error is measured and reported beside the figures, and is small on an idle
+    // loopback server: a spinning scheduler sees each request due within the turn it became due.
+    expect(result.scheduleErrorP99Ms).toBeGreaterThanOrEqual(0);
+    expect(result.scheduleErrorMaxMs).toBeGreaterThanOrEqual(result.scheduleErrorP99Ms ?? Number.NaN);
     expectSaneLatencies(result);
   });
 });

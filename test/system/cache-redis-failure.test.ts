@@ -2,8 +2,9 @@
  * Redis is best-effort (docs/cache.md#when-redis-fails): with the shared cache killed, hung
  * (SIGSTOP) or holding corrupt bytes, every read still answers 200; while Redis cannot be asked the
  * L1 is the replica's cache, so a page it held is served from it for as long as the page is fresh
- * (many L1 lifetimes) and never sent to the upstream, and no reader's request waits on the hung
- * Redis; a fill that meets a hung Redis pays its command timeout once; and the cache comes back by
+ * (many L1 lifetimes) and never sent to the upstream, and a hung Redis is met once per page at most
+ * (the node is skipped once found); a fill that meets a hung Redis pays its command timeout once;
+ * and the cache comes back by
  * itself — without restarting the proxy — once Redis does. Real proxy, real sandbox, real
  * `redis-server`.
  */
@@ -304,7 +305,7 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
     return lines.filter((line) => typeof line.ms === 'number' && line.time >= from && line.time <= to);
   }
 
-  it('answers every read from the L1 while Redis hangs, no request asking Redis, then hits again after resume', async () => {
+  it('answers every read from the L1 while Redis hangs, no page asking it twice, then hits again after resume', async () => {
     const targets = [21, 22, 23, 24].map((n) => `${API_PREFIX}/remnants?per_page=${String(n)}`);
     await warm(proxy, targets);
     const traffic = startTraffic(proxy.url, targets);
@@ -341,10 +342,12 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
     }
 
     expect(traffic.samples.filter((s) => s.status !== 200)).toEqual([]);
-    // Every answer while Redis hung was the L1's; no request looked in the store (so none waited
-    // for its command timeout), and the upstream was asked nothing.
+    // Every answer while Redis hung was the L1's, and the upstream was asked nothing. A request
+    // looks in the store only when its page's copy lapsed before anything found Redis hung (then
+    // it meets the hang, and pays one command timeout): once found, the node is skipped and every
+    // copy serves on without asking. One read per page at most is in flight at a time.
+    expect(lookupsPaused - lookupsBefore).toBeLessThanOrEqual(targets.length);
     expect(traffic.inPhase('paused').filter((s) => !HIT.test(s.cacheStatus))).toEqual([]);
-    expect(lookupsPaused).toBe(lookupsBefore);
     expect(upstreamPaused).toBe(upstreamBefore);
   });
 

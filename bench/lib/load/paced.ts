@@ -1,11 +1,14 @@
 /**
- * An open-loop, paced load (what wrk2 does; wrk2 is not in Debian): requests become due at
- * `overallRate` per second (checked every millisecond) whatever the answers, each is sent on an
- * idle keep-alive connection (one request in flight per connection, no pipelining), and its
- * latency runs from the tick at which it became due, so time spent waiting for a free
- * connection counts (no coordinated omission). autocannon's own rate option sends each
- * connection's per-second quota back to back at the start of every second, which measures a
- * saturated server in bursts, not a server at half load.
+ * An open-loop, paced load (what wrk2 does; wrk2 is not in Debian): request k is due at
+ * `k / overallRate` seconds from the start, whatever the answers, and is sent on an idle keep-alive
+ * connection (one request in flight per connection, no pipelining); its latency runs from when it
+ * was due, so time spent waiting for a free connection counts (no coordinated omission), and so
+ * does any lateness of the generator itself. That lateness is measured apart: the scheduler spins
+ * (a `setImmediate` loop, yielding to I/O at every turn: the generator has a core of its own), and
+ * each request's schedule error is how long after its due time the turn that sent it on its way
+ * ran. A figure is only as good as that error is small (bench/phases/half-load.ts judges it).
+ * autocannon's own rate option sends each connection's per-second quota back to back at the start
+ * of every second, which measures a saturated server in bursts, not a server at half load.
  */
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
@@ -103,24 +106,29 @@ export async function runPaced(spec: LoadSpec): Promise<LoadResult> {
 
   const cpuBefore = process.cpuUsage();
   const startedAt = performance.now();
-  const gaps = new LatencyHistogram();
-  let lastTick = startedAt;
-  const tick = setInterval(() => {
+  const spacingMs = 1000 / rate;
+  /** How long after its due time each request was seen due by the scheduler: its own error. */
+  const scheduleError = new LatencyHistogram();
+  let running = true;
+  const schedule = (): void => {
+    if (!running) return;
     const now = performance.now();
-    gaps.record(now - lastTick);
-    lastTick = now;
-    const shouldBe = Math.min(total, Math.floor(((now - startedAt) * rate) / 1000));
+    const shouldBe = Math.min(total, Math.floor((now - startedAt) / spacingMs) + 1);
     while (due < shouldBe) {
-      waiting.push(now);
+      const dueAt = startedAt + due * spacingMs;
+      scheduleError.record(now - dueAt);
+      waiting.push(dueAt);
       due += 1;
     }
     dispatch();
-  }, 1);
+    if (due < total) setImmediate(schedule);
+  };
+  setImmediate(schedule);
   // Answers still missing 5 s after the last request was due count as errors.
   const deadline = setTimeout(finish, spec.durationSec * 1000 + 5_000);
   await finished;
+  running = false;
   const elapsedMs = performance.now() - startedAt;
-  clearInterval(tick);
   clearTimeout(deadline);
   const cpu = process.cpuUsage(cpuBefore);
   for (const connection of connections) connection.socket.destroy();
@@ -140,7 +148,7 @@ export async function runPaced(spec: LoadSpec): Promise<LoadResult> {
     bytesPerResponse: bytes / Math.max(1, answered),
     statusCodes,
     clientCpuPct: (100 * (cpu.user + cpu.system)) / (elapsedMs * 1000),
-    tickGapP99Ms: gaps.percentileMs(99),
-    tickGapMaxMs: gaps.maxMs,
+    scheduleErrorP99Ms: scheduleError.percentileMs(99),
+    scheduleErrorMaxMs: scheduleError.maxMs,
   };
 }

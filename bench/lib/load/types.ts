@@ -45,9 +45,9 @@ export interface LoadResult {
   readonly statusCodes: Readonly<Record<string, number>>;
   /** The generator's own CPU over the run, % of one core (a generator near 100% caps what it measures). */
   readonly clientCpuPct: number;
-  /** Paced only: the gaps between the generator's 1 ms ticks (a late tick sends its overdue requests at once). */
-  readonly tickGapP99Ms?: number;
-  readonly tickGapMaxMs?: number;
+  /** Paced only: how long after its due time the generator saw each request due (its own error). */
+  readonly scheduleErrorP99Ms?: number;
+  readonly scheduleErrorMaxMs?: number;
 }
 
 export function isExpected(spec: Pick<LoadSpec, 'expectStatus'>, status: number): boolean {
@@ -94,7 +94,7 @@ export function parseLoadResult(line: string): LoadResult {
     bytesPerResponse: figure('bytesPerResponse'),
     statusCodes,
     clientCpuPct: figure('clientCpuPct'),
-    ...(typeof record.tickGapP99Ms === 'number' && { tickGapP99Ms: record.tickGapP99Ms }),
-    ...(typeof record.tickGapMaxMs === 'number' && { tickGapMaxMs: record.tickGapMaxMs }),
+    ...(typeof record.scheduleErrorP99Ms === 'number' && { scheduleErrorP99Ms: record.scheduleErrorP99Ms }),
+    ...(typeof record.scheduleErrorMaxMs === 'number' && { scheduleErrorMaxMs: record.scheduleErrorMaxMs }),
   };
 }
