@@ -136,6 +136,7 @@ async function startBefore(
   workDir: string,
   proxyOptions: Omit<Parameters<typeof startProxy>[0], 'name' | 'configFile'>,
   nodeFlags: readonly string[],
+  name = 'proxy before',
 ): Promise<ProxyProcess | undefined> {
   const dir = envText('BENCH_BEFORE');
   if (dir === undefined) return undefined;
@@ -148,7 +149,7 @@ async function startBefore(
   );
   return startProxy({
     ...proxyOptions,
-    name: 'proxy before',
+    name,
     configFile: writeBenchConfig(workDir, 'bench-before.yaml', NEVER_REFUSING, `${KEY_PREFIX}-before`),
     cpu: SERVER_CPU,
     nodeFlags,
@@ -306,6 +307,19 @@ async function bench(): Promise<number> {
         });
         return { url: server.url, launched: server.launched };
       },
+      startBefore:
+        before === undefined
+          ? undefined
+          : async (flags) => {
+              const server = await startBefore(
+                workDir,
+                { ...proxyOptions, stdout: 'pipe' },
+                [...nodeFlags, ...flags],
+                'proxy before (allocation)',
+              );
+              if (server === undefined) throw new Error('BENCH_BEFORE: no proxy');
+              return { url: server.url, launched: server.launched };
+            },
     },
     {
       warmupSeconds: 3,

@@ -141,6 +141,8 @@ export interface ProxyOptions {
   readonly mainJs?: string;
   /** Another node binary (BENCH_BEFORE_NODE); default the one running the bench. */
   readonly node?: string;
+  /** More environment (the profiler's, bench/profile/preload.ts). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 export interface ProxyProcess {
@@ -183,6 +185,7 @@ export async function startProxy(options: ProxyOptions): Promise<ProxyProcess> {
         JWT_SECRET: options.secret,
         LOG_LEVEL: options.logLevel,
         CONFIG_FILE: options.configFile,
+        ...options.env,
       },
       ...(options.cpu !== undefined && { cpu: options.cpu }),
       stdout: options.stdout ?? 'ignore',
@@ -202,10 +205,11 @@ export async function startBaseline(
   pagesFile: string,
   cpu?: number,
   nodeFlags: readonly string[] = [],
+  env: Readonly<Record<string, string>> = {},
 ): Promise<{ launched: Launched; url: string }> {
   const script = join(ROOT, 'dist-bench', 'bench', 'baseline-server.js');
   const launched = launch(name, process.execPath, [...nodeFlags, script], {
-    env: { PATH, BASELINE_PAGES: pagesFile, BASELINE_PORT: '0' },
+    env: { PATH, BASELINE_PAGES: pagesFile, BASELINE_PORT: '0', ...env },
     ...(cpu !== undefined && { cpu }),
     stdout: 'pipe',
   });

@@ -31,11 +31,16 @@ export interface AllocationInput {
   /** Each starts its server with `--trace-gc-nvp` and the proxy's shipped flags, stdout piped. */
   readonly startBare: (flags: readonly string[]) => Promise<TracedServer>;
   readonly startProxy: (flags: readonly string[]) => Promise<TracedServer>;
+  /** The proxy of another build (BENCH_BEFORE), measured the same way: before and after in one run. */
+  readonly startBefore?: ((flags: readonly string[]) => Promise<TracedServer>) | undefined;
 }
 
+export type AllocationRun = GcSummary & { readonly answers: number; readonly seconds: number };
+
 export interface AllocationFigures {
-  readonly bare: GcSummary & { readonly answers: number; readonly seconds: number };
-  readonly proxy: GcSummary & { readonly answers: number; readonly seconds: number };
+  readonly bare: AllocationRun;
+  readonly proxy: AllocationRun;
+  readonly before?: AllocationRun | undefined;
 }
 
 const TRACE_FLAGS = ['--trace-gc-nvp'] as const;
@@ -47,7 +52,7 @@ async function measure(
   name: string,
   seconds: number,
   warmupSeconds: number,
-): Promise<GcSummary & { readonly answers: number; readonly seconds: number }> {
+): Promise<AllocationRun> {
   const stdout = server.launched.child.stdout;
   if (stdout === null) throw new Error(`${name}: its stdout is not piped`);
   const trace = new GcTrace(stdout);
@@ -80,10 +85,17 @@ export async function runAllocation(
   const proxyServer = await input.startProxy(TRACE_FLAGS);
   const proxy = await measure(ctx, input, proxyServer, 'proxy', settings.proxySeconds, settings.warmupSeconds);
   await stop(proxyServer.launched);
-  const rows = [
+  let before: AllocationRun | undefined;
+  if (input.startBefore !== undefined) {
+    const beforeServer = await input.startBefore(TRACE_FLAGS);
+    before = await measure(ctx, input, beforeServer, 'before', settings.proxySeconds, settings.warmupSeconds);
+    await stop(beforeServer.launched);
+  }
+  const rows: ReadonlyArray<readonly [string, AllocationRun]> = [
     ['bare node:http', bare],
     ['proxy cache hits', proxy],
-  ] as const;
+    ...(before === undefined ? [] : [['proxy before', before] as const]),
+  ];
   for (const line of textTable(
     [
       'target',
@@ -108,5 +120,5 @@ export async function runAllocation(
   ))
     say(line);
   say(`  proxy / bare, bytes allocated per answer: ${fmt(proxy.bytesPerAnswer / bare.bytesPerAnswer, 2)}×`);
-  return { bare, proxy };
+  return { bare, proxy, before };
 }

@@ -23,10 +23,24 @@ export type CacheStatus =
   /** The upstream failed or answered 429: a stale copy, within stale-if-error. */
   | { readonly kind: 'stale-if-error'; readonly ttl: number; readonly fwdStatus: number };
 
+/** A hit's field for each remaining freshness seen, made once (a hit's text is only its ttl). */
+const hitFields = new Map<number, string>();
+/** TTLs are whole seconds below the longest policy: a bound all the same. */
+const MAX_REMEMBERED_TTLS = 4_096;
+
+function hitField(ttl: number): string {
+  let field = hitFields.get(ttl);
+  if (field === undefined) {
+    field = `${CACHE_NAME}; hit; ttl=${ttl}`;
+    if (hitFields.size < MAX_REMEMBERED_TTLS) hitFields.set(ttl, field);
+  }
+  return field;
+}
+
 export function formatCacheStatus(status: CacheStatus): string {
   switch (status.kind) {
     case 'hit':
-      return `${CACHE_NAME}; hit; ttl=${status.ttl}`;
+      return hitField(status.ttl);
     case 'revalidating':
       return `${CACHE_NAME}; hit; ttl=${status.ttl}; detail=stale-while-revalidate`;
     case 'miss':

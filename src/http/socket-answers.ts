@@ -10,7 +10,6 @@
  *   §15.5.6: with `Allow`); no tunnel is opened, and whatever the client sent after the head is
  *   never read.
  */
-import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import {
@@ -21,7 +20,7 @@ import {
 } from '../errors/proxy-error.js';
 import type { RequestLog } from '../observability/logger.js';
 import { problemBody } from './problem.js';
-import { requestIdOf } from './request-id.js';
+import { newRequestId, requestIdOf } from './request-id.js';
 
 /** Logged in place of a `CONNECT` target: authority-form, it names a host, or anything a client typed. */
 const CONNECT_PATH = '(authority-form)';
@@ -52,7 +51,7 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
     error.code === 'HPE_HEADER_OVERFLOW'
       ? new RequestHeadersTooLargeError()
       : new InvalidRequestError('The request could not be parsed.');
-  writeRawProblem(socket, problem, randomUUID());
+  writeRawProblem(socket, problem, newRequestId());
 }
 
 /** `server.on('connect', refuseConnect(log))`: 405, logged like every other answer. */

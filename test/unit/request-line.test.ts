@@ -54,6 +54,23 @@ const fields: fc.Arbitrary<RequestLogFields> = fc.record({
   durationMs: fc.double({ min: 0, max: 1e6, noNaN: true }),
 });
 
+/** Fields drawn from a few values each, so that lines share paths, companies and codes in every mix. */
+const few = fc.constantFrom('a', 'b', '"', '\\', 'x\ud83d\ude00y');
+const optionalFew = fc.option(few, { nil: undefined });
+const repeatingFields: fc.Arbitrary<RequestLogFields> = fc.record({
+  requestId: few,
+  method: few,
+  path: few,
+  resource: optionalFew,
+  status: fc.constantFrom(200, 404),
+  errorCode: optionalFew,
+  company: optionalFew,
+  subject: optionalFew,
+  cache: optionalFew,
+  upstreamMs: fc.option(fc.double({ min: 0, max: 1e6, noNaN: true }), { nil: undefined }),
+  durationMs: fc.double({ min: 0, max: 1e6, noNaN: true }),
+});
+
 const A_LINE: RequestLogFields = {
   requestId: 'r',
   method: 'GET',
@@ -91,6 +108,23 @@ describe('the request line', () => {
         expect(Object.entries(parsed)).toEqual(Object.entries(expected));
       }),
       RUNS,
+    );
+  });
+
+  it('is the line pino writes for the same fields after any other lines: no part of one is another’s', async () => {
+    const template = collector();
+    const log = createRequestLog(createLogger('info', template.destination));
+    await fc.assert(
+      fc.asyncProperty(repeatingFields, async (f) => {
+        template.lines.length = 0;
+        log(f);
+        await endOfTurn();
+        const { level, time, ...parsed } = JSON.parse(template.lines[0] ?? '') as Record<string, unknown>;
+        expect([level, typeof time]).toEqual([30, 'number']);
+        const expected = Object.entries(requestLineFields(f)).filter(([, value]) => value !== undefined);
+        expect(Object.entries(parsed)).toEqual(expected);
+      }),
+      { ...RUNS, numRuns: 2_000 },
     );
   });
 

@@ -5,7 +5,6 @@
  * on this server — and runs the request flow on them (steps.ts); the others (`false`) go to the
  * fallback plane.
  */
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLists } from '../../auth/access-lists.js';
 import type { Authenticator } from '../../auth/authenticate.js';
@@ -14,7 +13,7 @@ import type { ReadService } from '../../cache/read-service.js';
 import { API_PREFIX, RESOURCES } from '../../catalog/resources.js';
 import { InternalError } from '../../errors/proxy-error.js';
 import { fieldValue } from '../../http/raw-headers.js';
-import { clientRequestId } from '../../http/request-id.js';
+import { clientRequestId, newRequestId } from '../../http/request-id.js';
 import type { InboundLimiter } from '../../limits/inbound.js';
 import { ID_SEGMENT, loggedPath } from '../../observability/logged-path.js';
 import type { RequestLog } from '../../observability/logger.js';
@@ -103,7 +102,7 @@ export function openExchange(
   const route = api === undefined ? undefined : resolveRoute(api.path);
   if (route?.kind === 'unknown' && yieldUnknownResources) return undefined;
   // The exchange holds the id: nothing else asks for it while the data plane has the request.
-  const requestId = clientRequestId(req) ?? randomUUID();
+  const requestId = clientRequestId(req) ?? newRequestId();
   const resource = route !== undefined && route.kind !== 'unknown' ? route.resource.name : undefined;
   return {
     req,

@@ -1,0 +1,172 @@
+/**
+ * `npm run profile`: where a cache hit's CPU or bytes go, in the real proxy under the bench's
+ * load. A proxy as shipped (its V8 flags, its request log to /dev/null, inbound limits shared
+ * through Redis and never refusing) on the server CPU, Redis and the sandbox on the other, the
+ * bench's 50 warm pages, wrk for a warm-up and then for the measured seconds, during which V8's
+ * own profiler runs in the proxy (bench/profile/preload.ts). Prints the functions and the places
+ * (node, a package, the proxy's files) by µs of CPU or bytes allocated per answer, and keeps the
+ * profile (open a `.cpuprofile` in Chrome's DevTools).
+ *
+ *   npm run profile -- [--kind cpu|heap] [--target proxy|bare] [--seconds 10] [--top 25] [--out FILE] [--flags '--…']
+ *
+ * `--target bare`: the bare `node:http` server of the bench on the same pages, with the proxy's
+ * shipped V8 flags: what Node itself costs an answer, for comparison.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { RESOURCE_NAMES } from '../src/catalog/resources.js';
+import { mintDevToken } from '../src/cli/dev-credentials.js';
+import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
+import { fmt, fmtInt, say, textTable } from './lib/format.js';
+import { closedLoopGenerator } from './lib/load/generators.js';
+import {
+  CLIENT_CPU,
+  canPin,
+  type Launched,
+  pin,
+  ROOT,
+  runProgram,
+  SERVER_CPU,
+  scratchDir,
+  stop,
+} from './lib/processes.js';
+import {
+  requireBuild,
+  shippedNodeFlags,
+  startBaseline,
+  startProxy,
+  startRedisServer,
+  startSandbox,
+} from './lib/services.js';
+import { requestsFor } from './phases/context.js';
+import { warmPages } from './phases/warm.js';
+import { type CpuProfile, cpuShares, type HeapProfile, heapShares, type Share } from './profile/summary.js';
+
+interface Options {
+  readonly kind: 'cpu' | 'heap';
+  readonly target: 'proxy' | 'bare';
+  readonly seconds: number;
+  readonly top: number;
+  readonly out: string | undefined;
+  readonly flags: string[];
+}
+
+function options(): Options {
+  const { values } = parseArgs({
+    options: {
+      kind: { type: 'string', default: 'cpu' },
+      target: { type: 'string', default: 'proxy' },
+      seconds: { type: 'string', default: '10' },
+      top: { type: 'string', default: '25' },
+      out: { type: 'string' },
+      flags: { type: 'string', default: '' },
+    },
+    strict: true,
+  });
+  if (values.kind !== 'cpu' && values.kind !== 'heap') throw new Error('--kind is cpu or heap');
+  if (values.target !== 'proxy' && values.target !== 'bare') throw new Error('--target is proxy or bare');
+  const seconds = Number(values.seconds);
+  const top = Number(values.top);
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 600) throw new Error('--seconds: 1 to 600');
+  if (!Number.isInteger(top) || top < 1) throw new Error('--top: a whole number');
+  const flags = values.flags.split(' ').filter((f) => f !== '');
+  return { kind: values.kind, target: values.target, seconds, top, out: values.out, flags };
+}
+
+/** A minimal config: the bench's long TTLs and never-refusing limits. */
+function writeConfig(dir: string): string {
+  const file = join(dir, 'profile.yaml');
+  writeFileSync(
+    file,
+    [
+      'cache:',
+      '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
+      '  resources:',
+      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: 3600 }`),
+      'rateLimit:',
+      '  perCredential: { points: 10000000, duration: 60 }',
+      '  perCompany: { points: 10000000, duration: 60 }',
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
+
+function print(title: string, shares: readonly Share[], top: number, unit: string, digits: number): void {
+  say(title);
+  const rows = shares.slice(0, top).map((s) => [fmt(s.perAnswer, digits), `${fmt(100 * s.fraction, 1)}%`, s.what]);
+  for (const line of textTable([`${unit} / answer`, 'share', 'where'], rows)) say(line);
+  say();
+}
+
+async function profile(): Promise<number> {
+  const { kind, target, seconds, top, out, flags } = options();
+  requireBuild();
+  if (canPin()) pin(process.pid, CLIENT_CPU);
+  const workDir = scratchDir('slab-profile-');
+  const file = out ?? join(tmpdir(), kind === 'cpu' ? 'slab-proxy.cpuprofile' : 'slab-proxy.heapprofile');
+  const secret = randomBytes(48).toString('base64url');
+  const generator = await closedLoopGenerator();
+  const redis = await startRedisServer(CLIENT_CPU);
+  const sandbox = await startSandbox({ secret, cpu: CLIENT_CPU, rateLimit: 0 });
+  const profiler = [...flags, '--import', join(ROOT, 'dist-bench', 'bench', 'profile', 'preload.js')];
+  const profilerEnv = { PROFILE_KIND: kind, PROFILE_OUT: file };
+  const proxy = await startProxy({
+    name: 'proxy',
+    upstreamUrl: sandbox.url,
+    redis,
+    secret,
+    logLevel: 'info',
+    configFile: writeConfig(workDir),
+    cpu: SERVER_CPU,
+    ...(target === 'proxy' && { nodeFlags: profiler, env: profilerEnv }),
+  });
+  const tokens = new Map<string, string>();
+  for (const company of SANDBOX_COMPANIES.map(String)) tokens.set(company, await mintDevToken({ company, secret }));
+  const bearer = (company: string): string => `Bearer ${tokens.get(company) ?? ''}`;
+  const pages = await warmPages(proxy.url, sandbox.url, bearer);
+  let server: { readonly url: string; readonly launched: Launched } = proxy;
+  if (target === 'bare') {
+    const pagesFile = join(workDir, 'pages.json');
+    writeFileSync(pagesFile, JSON.stringify(Object.fromEntries(pages.map((p) => [p.path, p.body.toString('base64')]))));
+    await stop(proxy.launched);
+    server = await startBaseline('bare', pagesFile, SERVER_CPU, [...shippedNodeFlags(), ...profiler], profilerEnv);
+  }
+  const spec = (durationSec: number) => ({
+    url: server.url,
+    connections: 32,
+    durationSec,
+    requests: requestsFor(pages, bearer),
+  });
+  await generator.run(spec(3), workDir, 'warmup');
+  server.launched.child.kill('SIGUSR2');
+  const load = await generator.run(spec(seconds), workDir, 'profiled');
+  server.launched.child.kill('SIGUSR2');
+  for (let waited = 0; !server.launched.errors().includes('profile written'); waited += 100) {
+    if (waited > 60_000) throw new Error(`no profile written; stderr: ${server.launched.errors().slice(-800)}`);
+    await delay(100);
+  }
+  const what = target === 'bare' ? 'the bare server' : 'the proxy';
+  say(
+    `${kind} profile of ${what} over ${String(seconds)} s: ${fmtInt(load.responses)} answers (${fmtInt(load.rps)}/s), ${generator.label}; kept in ${file}`,
+  );
+  say();
+  const text = readFileSync(file, 'utf8');
+  const shares =
+    kind === 'cpu'
+      ? cpuShares(JSON.parse(text) as CpuProfile, load.responses)
+      : heapShares(JSON.parse(text) as HeapProfile, load.responses);
+  const [unit, digits] = kind === 'cpu' ? ['µs CPU', 2] : ['bytes', 0];
+  const total = shares.byPlace.reduce((sum, share) => sum + share.perAnswer, 0);
+  say(`in all: ${fmt(total, digits)} ${unit} per answer`);
+  say();
+  print('by place', shares.byPlace, top, unit, digits);
+  print('by function', shares.byFunction, top, unit, digits);
+  return 0;
+}
+
+runProgram('profile', profile);
