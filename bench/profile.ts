@@ -7,7 +7,10 @@
  * (node, a package, the proxy's files) by µs of CPU or bytes allocated per answer, and keeps the
  * profile (open a `.cpuprofile` in Chrome's DevTools).
  *
- *   npm run profile -- [--kind cpu|heap] [--target proxy|bare] [--seconds 10] [--top 25] [--out FILE] [--flags '--…']
+ *   npm run profile -- [--kind cpu|heap|survivors] [--target proxy|bare] [--seconds 10] [--top 25] [--out FILE] [--flags '--…']
+ *
+ * `--kind survivors`: the bytes that lived through a young-generation collection, by where they
+ * were allocated (what the collector promotes, and what a scavenge copies).
  *
  * `--target bare`: the bare `node:http` server of the bench on the same pages, with the proxy's
  * shipped V8 flags: what Node itself costs an answer, for comparison.
@@ -18,9 +21,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { RESOURCE_NAMES } from '../src/catalog/resources.js';
 import { mintDevToken } from '../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
+import { NEVER_REFUSING, writeBenchConfig } from './lib/bench-config.js';
 import { fmt, fmtInt, say, textTable } from './lib/format.js';
 import { closedLoopGenerator } from './lib/load/generators.js';
 import {
@@ -47,7 +50,7 @@ import { warmPages } from './phases/warm.js';
 import { type CpuProfile, cpuShares, type HeapProfile, heapShares, type Share } from './profile/summary.js';
 
 interface Options {
-  readonly kind: 'cpu' | 'heap';
+  readonly kind: 'cpu' | 'heap' | 'survivors';
   readonly target: 'proxy' | 'bare';
   readonly seconds: number;
   readonly top: number;
@@ -67,7 +70,8 @@ function options(): Options {
     },
     strict: true,
   });
-  if (values.kind !== 'cpu' && values.kind !== 'heap') throw new Error('--kind is cpu or heap');
+  if (values.kind !== 'cpu' && values.kind !== 'heap' && values.kind !== 'survivors')
+    throw new Error('--kind is cpu, heap or survivors');
   if (values.target !== 'proxy' && values.target !== 'bare') throw new Error('--target is proxy or bare');
   const seconds = Number(values.seconds);
   const top = Number(values.top);
@@ -75,25 +79,6 @@ function options(): Options {
   if (!Number.isInteger(top) || top < 1) throw new Error('--top: a whole number');
   const flags = values.flags.split(' ').filter((f) => f !== '');
   return { kind: values.kind, target: values.target, seconds, top, out: values.out, flags };
-}
-
-/** A minimal config: the bench's long TTLs and never-refusing limits. */
-function writeConfig(dir: string): string {
-  const file = join(dir, 'profile.yaml');
-  writeFileSync(
-    file,
-    [
-      'cache:',
-      '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
-      '  resources:',
-      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: 3600 }`),
-      'rateLimit:',
-      '  perCredential: { points: 10000000, duration: 60 }',
-      '  perCompany: { points: 10000000, duration: 60 }',
-      '',
-    ].join('\n'),
-  );
-  return file;
 }
 
 function print(title: string, shares: readonly Share[], top: number, unit: string, digits: number): void {
@@ -108,7 +93,7 @@ async function profile(): Promise<number> {
   requireBuild();
   if (canPin()) pin(process.pid, CLIENT_CPU);
   const workDir = scratchDir('slab-profile-');
-  const file = out ?? join(tmpdir(), kind === 'cpu' ? 'slab-proxy.cpuprofile' : 'slab-proxy.heapprofile');
+  const file = out ?? join(tmpdir(), kind === 'cpu' ? 'slab-proxy.cpuprofile' : `slab-proxy.${kind}.heapprofile`);
   const secret = randomBytes(48).toString('base64url');
   const generator = await closedLoopGenerator();
   const redis = await startRedisServer(CLIENT_CPU);
@@ -121,7 +106,7 @@ async function profile(): Promise<number> {
     redis,
     secret,
     logLevel: 'info',
-    configFile: writeConfig(workDir),
+    configFile: writeBenchConfig(workDir, 'profile.yaml', NEVER_REFUSING),
     cpu: SERVER_CPU,
     ...(target === 'proxy' && { nodeFlags: profiler, env: profilerEnv }),
   });

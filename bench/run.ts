@@ -34,10 +34,10 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join, resolve } from 'node:path';
-import { RESOURCE_NAMES } from '../src/catalog/resources.js';
 import { mintDevToken } from '../src/cli/dev-credentials.js';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
 import { breakdownResult } from './hit-breakdown.js';
+import { KEY_PREFIX, NEVER_REFUSING, writeBenchConfig } from './lib/bench-config.js';
 import { envInt, envText } from './lib/env.js';
 import { BENCHMARKS_DOC, docsBlock, fmt, fmtInt, runStamp, say } from './lib/format.js';
 import { sandboxStats } from './lib/http.js';
@@ -90,43 +90,6 @@ const BARE = 'bare node:http';
 const PROXY = 'proxy cache hits';
 const PROXY_BR = 'proxy br hits';
 const NGINX = 'nginx proxy_cache';
-
-/** The hit phase's inbound limits: on, shared through Redis, never refusing. */
-/**
- * Limits that never refuse, in windows of BENCH_LIMIT_WINDOW seconds: 60 by default, the shipped
- * policies' window (config/default.yaml); 1 makes every key's window start again each second, so
- * that each second's first hits of each key wait for Redis and its leases grow again from their
- * first batch.
- */
-const NEVER_REFUSING = { points: 10_000_000, duration: envInt('BENCH_LIMIT_WINDOW', 60, 1, 3600) } as const;
-const KEY_PREFIX = 'slab';
-
-/** Long TTLs (nothing expires during the run), the limits given, the L1 lifetime of BENCH_L1_TTL. */
-function writeBenchConfig(
-  dir: string,
-  name: string,
-  perCredential: { readonly points: number; readonly duration: number },
-  keyPrefix = KEY_PREFIX,
-): string {
-  const l1Ttl = envInt('BENCH_L1_TTL', 0, 0, 3600);
-  const file = join(dir, name);
-  writeFileSync(
-    file,
-    [
-      'cache:',
-      `  keyPrefix: ${keyPrefix}`,
-      '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
-      '  resources:',
-      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: 3600 }`),
-      ...(l1Ttl === 0 ? [] : [`  l1: { maxBytes: 67108864, ttl: ${String(l1Ttl)} }`]),
-      'rateLimit:',
-      `  perCredential: { points: ${String(perCredential.points)}, duration: ${String(perCredential.duration)} }`,
-      `  perCompany: { points: ${String(NEVER_REFUSING.points)}, duration: ${String(NEVER_REFUSING.duration)} }`,
-      '',
-    ].join('\n'),
-  );
-  return file;
-}
 
 /**
  * The proxy of another build (BENCH_BEFORE), on the server CPU beside this one, with its own key

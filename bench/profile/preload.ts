@@ -6,12 +6,15 @@
  * - `cpu`: the sampling CPU profiler, one sample every 100 µs (a `.cpuprofile`).
  * - `heap`: the sampling heap profiler with the objects the collector freed kept in (what was
  *   allocated, not only what survived), one sample every 512 bytes on average.
+ * - `survivors`: the same, without the objects a young-generation collection freed: what lived
+ *   through one (promoted to the old generation, or still young when the profile stopped).
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 
 const out = process.env.PROFILE_OUT;
-const kind = process.env.PROFILE_KIND === 'heap' ? 'heap' : 'cpu';
+const kind =
+  process.env.PROFILE_KIND === 'heap' || process.env.PROFILE_KIND === 'survivors' ? process.env.PROFILE_KIND : 'cpu';
 
 async function start(session: Session): Promise<void> {
   if (kind === 'cpu') {
@@ -24,7 +27,7 @@ async function start(session: Session): Promise<void> {
   await session.post('HeapProfiler.startSampling', {
     samplingInterval: 512,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: kind === 'heap',
   });
 }
 

@@ -42,6 +42,8 @@ function target(
 }
 
 const BARE = target('bare node:http', 1, 1, 1, 0.6);
+/** The resume and the allocation verdicts (the last three) of a run without those phases. */
+const NOT_RUN = [undefined, undefined, undefined];
 
 const rest = {
   upstreamDuringHits: 0,
@@ -61,20 +63,7 @@ describe('the bench’s verdicts', () => {
     });
     // The br verdict (fifth) cannot be judged without br hits in the run.
     // The br verdict (fifth), the resume and the allocation verdicts (the last three): not in this run.
-    expect(pass.map((v) => v.pass)).toEqual([
-      true,
-      true,
-      true,
-      true,
-      undefined,
-      true,
-      true,
-      true,
-      true,
-      undefined,
-      undefined,
-      undefined,
-    ]);
+    expect(pass.map((v) => v.pass)).toEqual([true, true, true, true, undefined, true, true, true, true, ...NOT_RUN]);
     expect(pass[0]?.figure).toBe("0.72×; CPU per hit 1.33× bare's (by CPU 0.75×)");
     const miss = verdicts({
       ...rest,
@@ -93,9 +82,7 @@ describe('the bench’s verdicts', () => {
       true,
       true,
       true,
-      undefined,
-      undefined,
-      undefined,
+      ...NOT_RUN,
     ]);
     expect(miss[2]?.figure).toBe('6.00 vs 1.50 ms (4.0×)');
   });

@@ -1,0 +1,45 @@
+/**
+ * The config of the bench's proxies (and `npm run profile`'s): long TTLs (nothing expires during a
+ * run), inbound limits on, shared through Redis and never refusing, and the L1 lifetime of
+ * BENCH_L1_TTL when it is set.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
+import { envInt } from './env.js';
+
+/**
+ * Limits that never refuse, in windows of BENCH_LIMIT_WINDOW seconds: 60 by default, the shipped
+ * policies' window (config/default.yaml); 1 makes every key's window start again each second, so
+ * that each second's first hits of each key wait for Redis and its leases grow again from their
+ * first batch.
+ */
+export const NEVER_REFUSING = { points: 10_000_000, duration: envInt('BENCH_LIMIT_WINDOW', 60, 1, 3600) } as const;
+export const KEY_PREFIX = 'slab';
+
+/** Writes the config file `name` in `dir` with the credential policy given; returns its path. */
+export function writeBenchConfig(
+  dir: string,
+  name: string,
+  perCredential: { readonly points: number; readonly duration: number },
+  keyPrefix = KEY_PREFIX,
+): string {
+  const l1Ttl = envInt('BENCH_L1_TTL', 0, 0, 3600);
+  const file = join(dir, name);
+  writeFileSync(
+    file,
+    [
+      'cache:',
+      `  keyPrefix: ${keyPrefix}`,
+      '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
+      '  resources:',
+      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: 3600 }`),
+      ...(l1Ttl === 0 ? [] : [`  l1: { maxBytes: 67108864, ttl: ${String(l1Ttl)} }`]),
+      'rateLimit:',
+      `  perCredential: { points: ${String(perCredential.points)}, duration: ${String(perCredential.duration)} }`,
+      `  perCompany: { points: ${String(NEVER_REFUSING.points)}, duration: ${String(NEVER_REFUSING.duration)} }`,
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
