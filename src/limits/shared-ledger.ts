@@ -99,12 +99,17 @@ return {'full', epoch, open - now, math.max(1, math.ceil(free - now))}`;
  * Registers slots a replica holds (its own: granted before the epoch began, or taken from its local
  * share while it was cut off), and with `close` moves `open` to `rejoin ms` from now at least (a
  * window that begins anew forgets who was present). While grants are closed, marks the caller
- * present when its slots are counted (it registers now, or it is of this epoch already) and it was
- * in the fleet before; opens grants once as many are present as the most replicas expected.
+ * present when its slots are counted (it registers now, or it beats and is of this epoch already)
+ * and it was in the fleet before; opens grants once as many are present as the most replicas
+ * expected. A probe (a replica on its share, asking whether Redis answers before it rejoins) is
+ * never present: its share's slots are not counted yet. A slot a rejoining replica takes from its
+ * share (`share`) is registered only while grants are closed: once they are open, the ledger's
+ * rule decides, and the replica asks for it like any other (registered beside slots granted by
+ * the rule, it could take the limits past their bound).
  * KEYS: state, holds, starts, present. ARGV: new epoch, rejoin ms, close ('1' or '0'), window ms,
- * hold ms, the caller's id, 'register' or 'beat', the caller's epoch, '1' when it was in an epoch
- * before, the replicas it expects, then id, age ms pairs (the age of a start due ahead is
- * negative). Returns {epoch, open in ms}.
+ * hold ms, the caller's id, 'register', 'beat' or 'probe', the caller's epoch, '1' when it was in
+ * an epoch before, the replicas it expects, then id, age ms pairs (the age of a start due ahead is
+ * negative). Returns {epoch, open in ms, 1 when the slots were registered, else 0}.
  */
 const REGISTER = `${PRELUDE}
 if ARGV[3] == '1' and open < now + tonumber(ARGV[2]) then
@@ -115,6 +120,7 @@ if ARGV[3] == '1' and open < now + tonumber(ARGV[2]) then
   open = now + tonumber(ARGV[2])
   redis.call('hset', KEYS[1], 'open', string.format('%d', open))
 end
+if ARGV[7] == 'share' and now >= open then return {epoch, open - now, 0} end
 local window = tonumber(ARGV[4])
 local hold = tonumber(ARGV[5])
 redis.call('zremrangebyscore', KEYS[2], '-inf', now)
@@ -137,7 +143,7 @@ if #ARGV > 10 then
   redis.call('pexpire', KEYS[2], hold + window)
   redis.call('pexpire', KEYS[3], hold + window)
 end
-if now < open and ARGV[9] == '1' and (ARGV[7] == 'register' or ARGV[8] == epoch) then
+if now < open and ARGV[9] == '1' and (ARGV[7] ~= 'probe' and (ARGV[7] ~= 'beat' or ARGV[8] == epoch)) then
   redis.call('sadd', KEYS[4], ARGV[6])
   redis.call('pexpire', KEYS[4], tonumber(ARGV[2]) * 2)
   local expect = math.max(tonumber(redis.call('hget', KEYS[1], 'expect') or '0') or 0, tonumber(ARGV[10]))
@@ -147,13 +153,18 @@ if now < open and ARGV[9] == '1' and (ARGV[7] == 'register' or ARGV[8] == epoch)
     redis.call('hset', KEYS[1], 'open', string.format('%d', open))
   end
 end
-return {epoch, open - now}`;
+return {epoch, open - now, 1}`;
 
 export interface EpochView {
   /** The epoch the state is in now. */
   readonly epoch: string;
   /** How long until grants open, ms (≤ 0: open now). */
   readonly openInMs: number;
+}
+
+/** A registration's answer: the epoch, and whether the slots given were registered (`share`: not once open). */
+export interface Registration extends EpochView {
+  readonly registered: boolean;
 }
 
 export type SharedAttempt = EpochView &
@@ -168,12 +179,20 @@ export type SharedAttempt = EpochView &
     | { readonly kind: 'epoch' }
   );
 
+/**
+ * What a call to the ledger's registration is, for the quorum: `register` (the caller's slots, all
+ * of them, registered in the current epoch), `share` (a slot a rejoining replica takes from its
+ * share: registered only while grants are closed), `beat` (the epoch read by a replica whose
+ * slots are the ledger's own: present if it is of this epoch), `probe` (the epoch read by a
+ * replica on its share, whose slots are not registered yet: never present).
+ */
+export type RegisterRole = 'register' | 'share' | 'beat' | 'probe';
+
 /** Who registers (or beats), for the quorum that opens grants early. */
 export interface RegisterCaller {
   /** The replica's id in the ledger (one per process). */
   readonly id: string;
-  /** Registers its slots in the current epoch (else: only reads it, a heartbeat). */
-  readonly registers: boolean;
+  readonly role: RegisterRole;
   /**
    * The epoch this replica last registered in; `undefined` before its first registration (then it
    * holds no slot the ledger granted, and is no part of the quorum).
@@ -256,7 +275,7 @@ export class SharedLedger {
 
   /**
    * Registers the slots this replica holds (`ageMs`: how long each has been held) in the current
-   * epoch, or with `caller.registers` false and no slots only reads the epoch (a heartbeat);
+   * epoch, or with `caller.role` `beat` or `probe` and no slots only reads the epoch;
    * `close` moves the opening of grants `rejoinMs` away. Either marks the caller present while
    * grants are closed, when its slots are counted (the quorum: see the top of this file).
    */
@@ -264,7 +283,7 @@ export class SharedLedger {
     holds: ReadonlyArray<{ readonly id: string; readonly ageMs: number }>,
     close: boolean,
     caller: RegisterCaller,
-  ): Promise<EpochView> {
+  ): Promise<Registration> {
     const pairs = holds.flatMap(({ id, ageMs }) => [id, String(Math.round(ageMs))]);
     const reply = (await this.#client.eval(
       REGISTER,
@@ -276,13 +295,13 @@ export class SharedLedger {
       String(RATE_WINDOW_MS),
       String(this.#holdMs),
       caller.id,
-      caller.registers ? 'register' : 'beat',
+      caller.role,
       caller.epoch ?? '',
       caller.epoch === undefined ? '0' : '1',
       String(Math.max(1, Math.floor(caller.expectedReplicas))),
       ...pairs,
     )) as unknown[];
-    return { epoch: text(reply[0]), openInMs: Number(reply[1]) };
+    return { epoch: text(reply[0]), openInMs: Number(reply[1]), registered: Number(reply[2]) === 1 };
   }
 
   async release(ids: readonly string[]): Promise<void> {

@@ -15,7 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
-import { type RegisterCaller, type SharedAttempt, SharedLedger } from './shared-ledger.js';
+import { type RegisterCaller, type RegisterRole, type SharedAttempt, SharedLedger } from './shared-ledger.js';
 import { type BudgetLimits, SlotLedger, START_ALLOWANCE_MS, spacingMs } from './slot-ledger.js';
 import { type Slot, SlotWaiters, type SparePromotion } from './slot-waiters.js';
 
@@ -83,6 +83,8 @@ export class UpstreamBudget {
   #nextId = 0;
   #asking = false;
   #beating = false;
+  /** This replica's slots are being registered: none is taken from its share meanwhile. */
+  #registering = false;
   #wake: { readonly at: number; readonly timer: NodeJS.Timeout } | undefined;
   /** When this replica last asked the shared ledger while its grants were closed. */
   #lastClosedAsk = Number.NEGATIVE_INFINITY;
@@ -237,10 +239,10 @@ export class UpstreamBudget {
   }
 
   /** This replica as the shared ledger's quorum knows it (src/limits/shared-ledger.ts). */
-  #caller(registers: boolean): RegisterCaller {
+  #caller(role: RegisterRole): RegisterCaller {
     return {
       id: this.#idPrefix,
-      registers,
+      role,
       epoch: this.#contact.epoch,
       expectedReplicas: this.#replicas(),
     };
@@ -265,6 +267,9 @@ export class UpstreamBudget {
   }
 
   #grantLocally(now: number): void {
+    // A slot taken while this replica's slots are being registered would miss the registration,
+    // and the ledger, once its quorum opens grants, would not count it: the answer pumps again.
+    if (this.#registering) return;
     const ids = this.#ids(this.#waiters.size);
     const result = this.#own.grant(now, ids, this.#share());
     if (result.kind === 'full') {
@@ -277,7 +282,9 @@ export class UpstreamBudget {
 
   /**
    * Rejoining: a slot from this replica's share, registered in the shared ledger before it is
-   * used, so that the ledger counts it once grants open for everyone.
+   * used, so that the ledger counts it once grants open for everyone. Once they are open (the
+   * quorum can open them before this replica hears of it), the ledger registers nothing: the slot
+   * goes back unused, and the request asks the ledger like any other.
    */
   async #grantRejoining(now: number): Promise<void> {
     const shared = this.#shared;
@@ -292,17 +299,20 @@ export class UpstreamBudget {
     this.#asking = true;
     await this.#talk(
       async () => {
+        let registered = false;
         try {
           const view = await shared.register(
             granted.map(({ id, startsIn }) => ({ id, ageMs: -startsIn })),
             false,
-            this.#caller(true),
+            this.#caller('share'),
           );
           this.#contact.answered(this.#now(), view.openInMs);
-        } catch (error) {
-          for (const { id } of granted) this.#own.release(id); // never used: not registered
-          throw error;
+          registered = view.registered;
+        } finally {
+          // Never used unless registered.
+          if (!registered) for (const { id } of granted) this.#own.release(id);
         }
+        if (!registered) return;
         for (const { id, startsIn } of granted) {
           this.#inShared.add(id);
           this.#hand(id, now + startsIn, now + startsIn);
@@ -388,16 +398,25 @@ export class UpstreamBudget {
     this.#pump();
   }
 
-  /** Registers every slot this replica holds in the shared ledger's current epoch. */
+  /**
+   * Registers every slot this replica holds in the shared ledger's current epoch; no slot is taken
+   * from its share meanwhile (`#grantLocally`). Called once the ledger has just answered, so the
+   * pause is a round trip.
+   */
   async #register(close: boolean): Promise<void> {
     const shared = this.#shared;
     if (shared === undefined) return;
     const now = this.#now();
     const holds = this.#own.holds(now);
-    const view = await shared.register(holds, close, this.#caller(true));
-    this.#contact.answered(this.#now(), view.openInMs);
-    for (const { id } of holds) this.#inShared.add(id);
-    this.#contact.registered(view.epoch, close);
+    this.#registering = true;
+    try {
+      const view = await shared.register(holds, close, this.#caller('register'));
+      this.#contact.answered(this.#now(), view.openInMs);
+      for (const { id } of holds) this.#inShared.add(id);
+      this.#contact.registered(view.epoch, close);
+    } finally {
+      this.#registering = false;
+    }
   }
 
   /** The heartbeat: the epoch read (a new one, or a rejoin, registers this replica's slots). */
@@ -407,10 +426,12 @@ export class UpstreamBudget {
     this.#beating = true;
     await this.#talk(
       async () => {
-        if (this.#contact.rejoining) return this.#register(true);
-        const view = await shared.register([], false, this.#caller(false));
+        // On its share: a probe first, so that no slot waits on a rejoin Redis cannot answer.
+        const rejoining = this.#contact.rejoining;
+        const view = await shared.register([], false, this.#caller(rejoining ? 'probe' : 'beat'));
         this.#contact.answered(this.#now(), view.openInMs);
-        if (view.epoch !== this.#contact.epoch) await this.#register(false);
+        if (rejoining) await this.#register(true);
+        else if (view.epoch !== this.#contact.epoch) await this.#register(false);
       },
       () => {
         this.#beating = false;

@@ -190,3 +190,73 @@ describe('the upstream budget when Redis loses the ledger', () => {
     await Promise.all([...runs, inWindowRun]);
   });
 });
+
+describe('the upstream budget rejoining from its share', () => {
+  it('takes no slot from its share while its rejoin is being registered: each one it takes then is registered first', async () => {
+    const prefix = `modes-${randomUUID()}`;
+    const holdsKey = `{${prefix}:budget}:holds`;
+    const gated = await startTcpGate(redis.port);
+    const client = new Redis(gated.redisUrl, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      retryStrategy: () => 50,
+    });
+    client.on('error', () => undefined);
+    clients.push(client);
+    // The rejoin's registration (the script's call with `close` set) is held until released.
+    let releaseRejoin: (() => void) | undefined;
+    const rejoinHeld = new Promise<void>((resolve) => {
+      releaseRejoin = resolve;
+    });
+    let rejoinSeen: (() => void) | undefined;
+    const rejoinSent = new Promise<void>((resolve) => {
+      rejoinSeen = resolve;
+    });
+    const held = new Proxy(client, {
+      get(target, name, receiver) {
+        if (name !== 'eval') return Reflect.get(target, name, receiver);
+        return async (...args: Parameters<Redis['eval']>) => {
+          // ARGV[3] (after the script, the key count and four keys) is `close`.
+          if (args[8] === '1') {
+            rejoinSeen?.();
+            await rejoinHeld;
+          }
+          return target.eval(...args);
+        };
+      },
+    });
+    const budget = createUpstreamBudget({
+      maxConcurrent: 4,
+      maxPerSecond: 1_000,
+      replicas: 2,
+      holdMs: HOLD_MS,
+      cutOff: 'share',
+      redis: { client: held, prefix, commandTimeoutMs: COMMAND_TIMEOUT_MS },
+    });
+    budgets.push(budget);
+    try {
+      expect(await budget.whenShared(REJOIN_MS + 5_000)).toBe(true);
+      gated.cut();
+      expect(await budget.whenMode('local', 2_000)).toBe(true);
+      const local = heldJob();
+      const localRun = budget.run(local.job, 1_000);
+      gated.restore();
+      await rejoinSent;
+      // Asked for while the rejoin is out: it waits, and when it runs, its slot is in the ledger
+      // beside the local one the rejoin registered.
+      let holdsWhenRun = -1;
+      const later = budget.run(async () => {
+        holdsWhenRun = await inspector.zcard(holdsKey);
+        return 'later';
+      }, 2_000);
+      releaseRejoin?.();
+      expect(await later).toEqual(ran('later'));
+      expect(holdsWhenRun).toBe(2);
+      local.end();
+      expect(await localRun).toEqual(ran('done'));
+    } finally {
+      await gated.close();
+    }
+  });
+});

@@ -45,8 +45,8 @@ afterAll(async () => {
  * A caller new to the fleet (never registered in an epoch): no part of the quorum that opens grants
  * early, so every window here runs its whole length unless a test says otherwise.
  */
-const BEAT: RegisterCaller = { id: 'contract', registers: false, epoch: undefined, expectedReplicas: 1 };
-const REGISTERS: RegisterCaller = { ...BEAT, registers: true };
+const BEAT: RegisterCaller = { id: 'contract', role: 'beat', epoch: undefined, expectedReplicas: 1 };
+const REGISTERS: RegisterCaller = { ...BEAT, role: 'register' };
 
 const wait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -218,7 +218,7 @@ describe("the shared ledger's epochs", () => {
     }
     const replica = (id: string, epoch: string, registers: boolean): RegisterCaller => ({
       id,
-      registers,
+      role: registers ? 'register' : 'beat',
       epoch,
       expectedReplicas: 2,
     });
@@ -246,7 +246,7 @@ describe("the shared ledger's epochs", () => {
       const first = await ledger.register([], false, replica('a', epoch, true));
       const newcomer = await ledger.register([{ id: 'c-1', ageMs: 0 }], false, {
         id: 'c',
-        registers: true,
+        role: 'register',
         epoch: undefined,
         expectedReplicas: 1,
       });
@@ -271,6 +271,32 @@ describe("the shared ledger's epochs", () => {
       const beat = await ledger.register([], false, replica('b', epoch, false));
       expect(beat.openInMs).toBeLessThanOrEqual(0);
       expect((await ledger.acquire(epoch, ['y'], limits)).kind).toBe('granted');
+    });
+
+    it('never counts a probe: a replica on its share is present once it has registered its slots', async () => {
+      const { ledger, epoch } = await fleetOfTwo();
+      const rejoined = await ledger.register([], true, replica('a', epoch, true));
+      expect(rejoined.openInMs).toBeGreaterThan(0);
+      const probe = await ledger.register([], false, { ...replica('b', epoch, false), role: 'probe' });
+      expect(probe.openInMs).toBeGreaterThan(0);
+      expect((await ledger.acquire(epoch, ['y'], limits)).kind).toBe('closed');
+      const registered = await ledger.register([{ id: 'b-local', ageMs: 30 }], true, replica('b', epoch, true));
+      expect(registered.openInMs).toBeLessThanOrEqual(0);
+    });
+
+    it('registers a slot taken from a share only while grants are closed: once open, the rule decides', async () => {
+      const { ledger, prefix, epoch } = await fleetOfTwo();
+      const holdsKey = `{${prefix}:budget}:holds`;
+      await ledger.register([], true, replica('a', epoch, true));
+      const share = { ...replica('a', epoch, true), role: 'share' } as const;
+      const closed = await ledger.register([{ id: 'a-share-1', ageMs: 0 }], false, share);
+      expect(closed.registered).toBe(true);
+      expect(await client.zscore(holdsKey, 'a-share-1')).not.toBeNull();
+      await ledger.register([], false, replica('b', epoch, false)); // the quorum: open
+      const open = await ledger.register([{ id: 'a-share-2', ageMs: 0 }], false, share);
+      expect(open.registered).toBe(false);
+      expect(open.openInMs).toBeLessThanOrEqual(0);
+      expect(await client.zscore(holdsKey, 'a-share-2')).toBeNull();
     });
 
     it('a window begun anew forgets who was present in the last one', async () => {

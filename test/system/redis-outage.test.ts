@@ -6,9 +6,9 @@
  * must hold in each: every answer a 200, none waiting out the budget's bound
  * (`upstream.maxQueueWait`); while Redis cannot be asked, no warm page sent to the upstream (the
  * L1 serves them); and where Redis lost the pages, each fetched again once for both replicas, but
- * for the fetches of a replica that found Redis unavailable meanwhile (coalescing across replicas
- * fails open then: each such fetch follows a lookup the replica counts as `unavailable`). Counted
- * at the sandbox. The same faults on a Redis Cluster are test/system/cluster-failover.test.ts's.
+ * for the fetches of a replica whose cache commands failed meanwhile (coalescing across replicas
+ * fails open then: each such fetch follows a failure the replica counts in
+ * `slab_proxy_redis_errors_total{component="cache"}`). Counted at the sandbox. The same faults on a Redis Cluster are test/system/cluster-failover.test.ts's.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -111,16 +111,16 @@ interface Outcome {
   readonly warmDuring: number;
   /** Warm pages fetched from the upstream from the fault until recovered and a second after. */
   readonly warmInAll: number;
-  /** Store lookups the replicas found unavailable over the same time (`slab_proxy_store_lookups_total`). */
-  readonly unavailableLookups: number;
+  /** The replicas' cache commands that failed over the same time (`slab_proxy_redis_errors_total`). */
+  readonly cacheFailures: number;
 }
 
-/** Store lookups every replica has found unavailable so far. */
-async function unavailableLookups(): Promise<number> {
+/** The cache commands that have failed so far, on every replica. */
+async function cacheFailures(): Promise<number> {
   const counts = await Promise.all(
     replicas.map(async (replica) =>
-      parseExposition((await send(replica.adminUrl, '/metrics')).text).value('slab_proxy_store_lookups_total', {
-        result: 'unavailable',
+      parseExposition((await send(replica.adminUrl, '/metrics')).text).value('slab_proxy_redis_errors_total', {
+        component: 'cache',
       }),
     ),
   );
@@ -160,7 +160,7 @@ async function underLoad(name: string, fault: Fault): Promise<Outcome> {
   });
   await sleep(1_000);
   const before = warmFetches();
-  const unavailableBefore = await unavailableLookups();
+  const failuresBefore = await cacheFailures();
   await fault.begin();
   const during = warmFetches() - before;
   await fault.end();
@@ -173,7 +173,7 @@ async function underLoad(name: string, fault: Fault): Promise<Outcome> {
     slowest,
     warmDuring: during,
     warmInAll: warmFetches() - before,
-    unavailableLookups: (await unavailableLookups()) - unavailableBefore,
+    cacheFailures: (await cacheFailures()) - failuresBefore,
   };
   recordFigure('redis-outage', name, outcome);
   return outcome;
@@ -199,7 +199,7 @@ describe('a Redis outage under load, two replicas on one Redis: readers see noth
     });
     expectNothingSeen(outcome);
     expect(outcome.warmDuring).toBe(0);
-    expect(outcome.warmInAll).toBeLessThanOrEqual(warm.length + outcome.unavailableLookups);
+    expect(outcome.warmInAll).toBeLessThanOrEqual(warm.length + outcome.cacheFailures);
   });
 
   it('paused for 5 s: no warm page to the upstream, before or after the resume', { timeout: 60_000 }, async () => {
@@ -218,7 +218,7 @@ describe('a Redis outage under load, two replicas on one Redis: readers see noth
   it('flushed: every warm page fetched again once, for both replicas', { timeout: 60_000 }, async () => {
     const outcome = await underLoad('flushed', { begin: flushAll, end: () => undefined });
     expectNothingSeen(outcome);
-    expect(outcome.warmInAll).toBeLessThanOrEqual(warm.length + outcome.unavailableLookups);
+    expect(outcome.warmInAll).toBeLessThanOrEqual(warm.length + outcome.cacheFailures);
   });
 
   it('restarted empty at once: every warm page fetched again once, for both replicas', {
@@ -226,6 +226,6 @@ describe('a Redis outage under load, two replicas on one Redis: readers see noth
   }, async () => {
     const outcome = await underLoad('restarted empty', { begin: () => redis.kill(), end: () => redis.restart() });
     expectNothingSeen(outcome);
-    expect(outcome.warmInAll).toBeLessThanOrEqual(warm.length + outcome.unavailableLookups);
+    expect(outcome.warmInAll).toBeLessThanOrEqual(warm.length + outcome.cacheFailures);
   });
 });
