@@ -237,6 +237,7 @@ function wireUpstream(base: Base, shared: Shared, control: OperatorControl) {
     liveReplicas: shared.liveReplicas,
     holdMs: config.upstream.timeout * 1000,
     cutOff: config.upstream.budgetCutOff,
+    companyWeights: config.upstream.companyWeights,
     redis: redis === undefined ? undefined : { ...redis.budget, prefix: config.cache.keyPrefix },
     now,
     onRedisFailure: (error) => {
@@ -382,6 +383,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       file.upstream.maxPerSecond !== before.upstream.maxPerSecond
     )
       upstream.budget.apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond });
+    upstream.budget.weigh(file.upstream.companyWeights);
   });
 
   // ── the planes ──

@@ -86,6 +86,11 @@ export const configSchema = z.strictObject({
      * slot the ledger granted must be over (the budget's bound holds), then keeps to its share.
      */
     budgetCutOff: z.enum(['wait', 'share']),
+    /**
+     * Slots per turn of each company named, in the line of misses waiting for the upstream budget
+     * (docs/limits.md#fair-shares): a paying tier, an internal integration; every other company 1.
+     */
+    companyWeights: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), z.number().int().min(1).max(100)),
     maxBodyBytes: z.number().int().min(1024).max(1_073_741_824),
     passthrough: z.boolean(),
     /** Opens after `failures` upstream failures in a row, for `openFor` seconds, then one probe. */
@@ -154,6 +159,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     maxPerSecond: 200,
     maxQueueWait: 2,
     budgetCutOff: 'share',
+    companyWeights: {},
     maxBodyBytes: 8_388_608,
     passthrough: false,
     breaker: { failures: 5, openFor: 10 },

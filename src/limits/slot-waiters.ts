@@ -1,14 +1,17 @@
 /**
- * The requests of this replica waiting for an upstream slot, first come first served. A request
- * that stops waiting (its bound wait is over) just leaves the line: it consumes nothing, and a slot
- * granted for it goes to the next one (issue 8: under overload, waiters that had given up still
- * spent the budget).
+ * The requests of this replica waiting for an upstream slot. A request that stops waiting (its
+ * bound wait is over) just leaves the line: it consumes nothing, and a slot granted for it goes to
+ * the next one. Requests wait in a fair line (fair-line.ts): companies in turn, each company's
+ * requests first come first served, so that one company's storm of misses cannot hold the line
+ * against another's (docs/limits.md#fair-shares).
  *
- * Prefetches (issue 19) wait in a second line, served only when the first is empty, and take only
- * a slot that can start at once (within the spacing between starts): a prefetch never waits ahead
- * of a client's request, nor holds a slot whose start is further off. A prefetch that a client's request has joined is promoted: it
- * moves to the end of the first line and waits from then on as long as a request would.
+ * Prefetches wait in a second line, served only when the first is empty, and take only a slot
+ * that can start at once (within the spacing between starts): a prefetch never waits ahead of a
+ * client's request, whatever its company, nor holds a slot whose start is further off. A prefetch
+ * that a client's request has joined is promoted: it joins its company's line, and waits from then
+ * on as long as a request would.
  */
+import { FairLine } from './fair-line.js';
 
 export interface Slot {
   readonly id: string;
@@ -19,6 +22,7 @@ export interface Slot {
 }
 
 interface Waiter {
+  readonly company: string;
   readonly take: (slot: Slot | undefined) => void;
 }
 
@@ -31,9 +35,9 @@ export interface SparePromotion {
 }
 
 export class SlotWaiters {
-  /** Insertion-ordered: the first entry is the longest waiting. */
-  readonly #line = new Map<number, Waiter>();
-  /** Prefetches, served when `#line` is empty. */
+  /** Client requests, companies in turn. */
+  readonly #line: FairLine<Waiter>;
+  /** Prefetches, served when `#line` is empty; insertion-ordered: the first is the longest waiting. */
   readonly #spare = new Map<number, Waiter>();
   readonly #now: () => number;
   readonly #spareLeewayMs: () => number;
@@ -41,11 +45,17 @@ export class SlotWaiters {
 
   /**
    * `spareLeewayMs`: how far ahead a slot's start may be due and still count as one that starts
-   * now for a prefetch: the budget's spacing between starts (pacing, not a queue).
+   * now for a prefetch: the budget's spacing between starts (pacing, not a queue). `weight`: a
+   * company's slots per turn in the fair line (1 unless the config or an operator says otherwise).
    */
-  constructor(now: () => number = Date.now, spareLeewayMs: () => number = () => 0) {
+  constructor(
+    now: () => number = Date.now,
+    spareLeewayMs: () => number = () => 0,
+    weight: (company: string) => number = () => 1,
+  ) {
     this.#now = now;
     this.#spareLeewayMs = spareLeewayMs;
+    this.#line = new FairLine(weight);
   }
 
   /** Slots wanted: every request waiting, prefetches included. */
@@ -58,53 +68,71 @@ export class SlotWaiters {
     return this.#line.size;
   }
 
-  /** Resolves with a slot, or `undefined` when `maxWaitMs` passed (or the line was closed) first. */
-  wait(maxWaitMs: number): Promise<Slot | undefined> {
-    return this.#enter(this.#line, maxWaitMs);
-  }
-
-  /** The same, in the prefetches' line, until `promotion` moves it into the first. */
-  waitSpare(maxWaitMs: number, promotion?: SparePromotion): Promise<Slot | undefined> {
-    return this.#enter(this.#spare, maxWaitMs, promotion);
-  }
-
-  #enter(first: Map<number, Waiter>, maxWaitMs: number, promotion?: SparePromotion): Promise<Slot | undefined> {
+  /**
+   * Resolves with a slot, or `undefined` when `maxWaitMs` passed (or the line was closed) first;
+   * `company`: whose request it is (its place in the fair line).
+   */
+  wait(maxWaitMs: number, company = ''): Promise<Slot | undefined> {
     const id = this.#next++;
     return new Promise<Slot | undefined>((resolve) => {
-      let line = first;
-      const leave = (): void => {
-        line.delete(id);
-        resolve(undefined);
-      };
-      let timer = setTimeout(leave, maxWaitMs);
-      const waiter: Waiter = {
+      const timer = setTimeout(() => {
+        if (this.#line.remove(id, company)) resolve(undefined);
+      }, maxWaitMs);
+      this.#line.add(id, {
+        company,
         take: (slot) => {
           clearTimeout(timer);
-          line.delete(id);
+          this.#line.remove(id, company);
+          resolve(slot);
+        },
+      });
+    });
+  }
+
+  /** The same, in the prefetches' line, until `promotion` moves it into its company's line. */
+  waitSpare(maxWaitMs: number, promotion?: SparePromotion, company = ''): Promise<Slot | undefined> {
+    const id = this.#next++;
+    const spare = this.#spare;
+    const line = this.#line;
+    return new Promise<Slot | undefined>((resolve) => {
+      let promoted = false;
+      let timer = setTimeout(() => {
+        spare.delete(id);
+        resolve(undefined);
+      }, maxWaitMs);
+      const waiter: Waiter = {
+        company,
+        take: (slot) => {
+          clearTimeout(timer);
+          if (promoted) line.remove(id, company);
+          else spare.delete(id);
           resolve(slot);
         },
       };
-      line.set(id, waiter);
+      spare.set(id, waiter);
       promotion?.whenPromoted(() => {
-        if (line === this.#line || line.get(id) !== waiter) return; // a request already, or done waiting
-        line.delete(id);
-        line = this.#line;
-        line.set(id, waiter);
+        if (promoted || spare.get(id) !== waiter) return; // a request already, or done waiting
+        spare.delete(id);
+        promoted = true;
+        line.add(id, waiter);
         clearTimeout(timer);
-        timer = setTimeout(leave, promotion.waitMs);
+        timer = setTimeout(() => {
+          if (line.remove(id, company)) resolve(undefined);
+        }, promotion.waitMs);
       });
     });
   }
 
   /**
-   * Gives `slot` to the longest waiting request, else to the longest waiting prefetch if the slot
-   * can start now or within the leeway (a prefetch offered a later one gives up: the budget has
-   * no room now); `false` when the slot is not taken.
+   * Gives `slot` to the longest waiting request of the company whose turn it is, else to the
+   * longest waiting prefetch if the slot can start now or within the leeway (a prefetch offered a
+   * later one gives up: the budget has no room now); `false` when the slot is not taken.
    */
   hand(slot: Slot): boolean {
-    const first = this.#line.values().next();
-    if (first.done !== true) {
-      first.value.take(slot);
+    const request = this.#line.peek();
+    if (request !== undefined) {
+      this.#line.served(request.company);
+      request.take(slot);
       return true;
     }
     const spare = this.#spare.values().next();

@@ -43,6 +43,8 @@ export interface UpstreamBudgetOptions extends BudgetLimits {
       }
     | undefined;
   readonly now?: () => number;
+  /** Slots per turn of the companies named, in the line of waiting requests (every other: 1). */
+  readonly companyWeights?: Readonly<Record<string, number>> | undefined;
   /** Told of each failed call to the shared ledger, for the metrics and the debug log. */
   readonly onRedisFailure?: (error: unknown) => void;
 }
@@ -69,6 +71,8 @@ const REFUSED = { kind: 'refused' } as const;
 
 export class UpstreamBudget {
   #limits: BudgetLimits;
+  /** Company → slots per turn in the line (`upstream.companyWeights`); every other company 1. */
+  #weights: Readonly<Record<string, number>>;
   readonly #replicas: () => number;
   readonly #now: () => number;
   readonly #own: SlotLedger;
@@ -97,7 +101,12 @@ export class UpstreamBudget {
     this.#now = options.now ?? Date.now;
     // A prefetch may take a slot paced one spacing ahead: two fetches that start together are
     // spaced by the rate, and the second is no less a slot to spare (issue 19).
-    this.#waiters = new SlotWaiters(this.#now, () => spacingMs(this.#limits));
+    this.#weights = options.companyWeights ?? {};
+    this.#waiters = new SlotWaiters(
+      this.#now,
+      () => spacingMs(this.#limits),
+      (company) => this.#weights[company] ?? 1,
+    );
     const holdMs = options.holdMs + HOLD_MARGIN_MS;
     // This replica's own slots count until they are released: it knows when its exchanges end.
     this.#own = new SlotLedger(Number.POSITIVE_INFINITY);
@@ -131,13 +140,16 @@ export class UpstreamBudget {
     return this.#shared === undefined ? 'local' : this.#contact.mode(this.#now());
   }
 
-  /** Runs `job` in a slot, or refuses when none comes within `maxWaitMs`. */
-  async run<T>(job: () => Promise<T>, maxWaitMs: number): Promise<BudgetResult<T>> {
+  /**
+   * Runs `job` in a slot, or refuses when none comes within `maxWaitMs`; `company`: whose request
+   * it is (the line serves companies in turn: src/limits/fair-line.ts).
+   */
+  async run<T>(job: () => Promise<T>, maxWaitMs: number, company = ''): Promise<BudgetResult<T>> {
     const deadline = this.#now() + maxWaitMs;
     for (;;) {
       const left = deadline - this.#now();
       if (this.#closed || left <= 0) return REFUSED;
-      const waiting = this.#waiters.wait(left);
+      const waiting = this.#waiters.wait(left, company);
       this.#pump();
       const slot = await waiting;
       if (slot === undefined) return REFUSED;
@@ -163,7 +175,12 @@ export class UpstreamBudget {
    * request waits and the slot can start at once, within `maxWaitMs` (the ledger's answer);
    * `promotion` makes it a request's wait once a client's request joins it.
    */
-  async runSpare<T>(job: () => Promise<T>, maxWaitMs: number, promotion?: SparePromotion): Promise<BudgetResult<T>> {
+  async runSpare<T>(
+    job: () => Promise<T>,
+    maxWaitMs: number,
+    promotion?: SparePromotion,
+    company = '',
+  ): Promise<BudgetResult<T>> {
     if (this.#closed || this.#waiters.requests > 0) return REFUSED;
     const waiting = this.#waiters.waitSpare(
       maxWaitMs,
@@ -176,6 +193,7 @@ export class UpstreamBudget {
             this.#pump();
           }),
       },
+      company,
     );
     this.#pump();
     const slot = await waiting;
@@ -187,6 +205,11 @@ export class UpstreamBudget {
     } finally {
       this.#release(slot);
     }
+  }
+
+  /** New company weights (a reloaded config), for the turns from now on. */
+  weigh(companyWeights: Readonly<Record<string, number>>): void {
+    this.#weights = companyWeights;
   }
 
   /** New limits (a reloaded config), for this replica's calls from now on. */

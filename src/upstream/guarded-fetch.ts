@@ -73,11 +73,13 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
     const job = (): Promise<OriginOutcome> => fetch(request, validators);
     const slot =
       prefetch?.spare === true
-        ? await budget.runSpare(job, Math.min(SPARE_WAIT_MS, options.maxQueueWaitMs), {
-            whenPromoted: (promote) => prefetch.whenJoined(promote),
-            waitMs: options.maxQueueWaitMs,
-          })
-        : await budget.run(job, options.maxQueueWaitMs);
+        ? await budget.runSpare(
+            job,
+            Math.min(SPARE_WAIT_MS, options.maxQueueWaitMs),
+            { whenPromoted: (promote) => prefetch.whenJoined(promote), waitMs: options.maxQueueWaitMs },
+            company,
+          )
+        : await budget.run(job, options.maxQueueWaitMs, company);
     if (slot.kind === 'refused' && prefetch?.spare === true) {
       if (paused.probe) await pause.resume(company);
       return NO_SPARE;

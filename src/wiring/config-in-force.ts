@@ -16,6 +16,7 @@ const RELOADABLE = [
   'cache.resources',
   'upstream.maxConcurrent',
   'upstream.maxPerSecond',
+  'upstream.companyWeights',
 ] as const;
 
 /** Dotted paths of the leaves where two config documents differ. */

@@ -117,3 +117,45 @@ describe('upstream budget: a prefetch only with a slot to spare (issue 19)', () 
     budget.close();
   });
 });
+
+describe('upstream budget: companies in turn', () => {
+  /** A budget of one slot, its holder, and the order in which the waiting requests ran. */
+  function oneSlot(companyWeights?: Record<string, number>) {
+    const budget = createUpstreamBudget({
+      maxConcurrent: 1,
+      maxPerSecond: 1_000,
+      replicas: 1,
+      holdMs: 1_000,
+      companyWeights,
+    });
+    let release = (): void => undefined;
+    const holding = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const first = budget.run(() => holding, 5_000, 'storm');
+    const order: string[] = [];
+    const queue = (company: string, count: number): Promise<unknown>[] =>
+      Array.from({ length: count }, () => budget.run(async () => void order.push(company), 5_000, company));
+    return { budget, first, release, order, queue };
+  }
+
+  it('hands a company that waits behind another’s storm a slot in its turn, not after the storm', async () => {
+    const { budget, first, release, order, queue } = oneSlot();
+    const storm = queue('storm', 6);
+    const other = queue('b', 2);
+    release();
+    await Promise.all([first, ...storm, ...other]);
+    expect(order).toEqual(['storm', 'b', 'storm', 'b', 'storm', 'storm', 'storm', 'storm']);
+    budget.close();
+  });
+
+  it('gives a company of weight 3 three slots to each of another’s one', async () => {
+    const { budget, first, release, order, queue } = oneSlot({ paying: 3 });
+    const paying = queue('paying', 6);
+    const free = queue('free', 3);
+    release();
+    await Promise.all([first, ...paying, ...free]);
+    expect(order.slice(0, 8)).toEqual(['paying', 'paying', 'paying', 'free', 'paying', 'paying', 'paying', 'free']);
+    budget.close();
+  });
+});
