@@ -13,6 +13,7 @@
  */
 
 import { RecentMap } from '../platform/recent-map.js';
+import { Doorkeeper } from './admission.js';
 import { type CacheEntry, entryBytes } from './entry.js';
 import { keyFraction } from './refresh-ahead.js';
 import { newGeneration, type StoreLookup } from './store.js';
@@ -53,6 +54,7 @@ export class L1Cache {
   readonly #generations = new Map<string, string>();
   readonly #ttlMs: number;
   readonly #clock: { now(): number };
+  readonly #doorkeeper = new Doorkeeper();
 
   constructor(options: L1Options) {
     if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024)
@@ -62,7 +64,7 @@ export class L1Cache {
     this.#clock = options.clock ?? performance;
     this.#entries = new RecentMap({
       maxSize: options.maxBytes,
-      sizeOf: (held, key) => entryBytes(held.entry) + key.length + ENTRY_OVERHEAD,
+      sizeOf: (held, key) => this.#sizeOf(held.entry, key),
     });
   }
 
@@ -129,12 +131,22 @@ export class L1Cache {
     return at >= held.rereadAt && at < held.expiresAt ? held.entry : undefined;
   }
 
+  /**
+   * Holds `entry` under `key` for an L1 lifetime. A key not held yet whose copy would push others
+   * out is admitted only on its second offer (admission.ts): a crawl does not evict the hot pages.
+   */
   set(key: string, entry: CacheEntry): void {
+    if (!this.#entries.has(key) && this.#entries.wouldEvict(this.#sizeOf(entry, key)) && !this.#doorkeeper.admit(key))
+      return;
     const at = this.#clock.now();
     const ttl = this.#ttlMs;
     // Read again with between REREAD_FROM and REREAD_BY of the lifetime left, where the key says.
     const rereadLeft = ttl * (REREAD_BY + (REREAD_FROM - REREAD_BY) * keyFraction(key));
     this.#entries.set(key, { entry, expiresAt: at + ttl, rereadAt: at + ttl - rereadLeft });
+  }
+
+  #sizeOf(entry: CacheEntry, key: string): number {
+    return entryBytes(entry) + key.length + ENTRY_OVERHEAD;
   }
 
   /** Records the group's generation as read from the store (or `undefined`: none is valid). */

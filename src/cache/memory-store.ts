@@ -1,8 +1,10 @@
 /**
  * The in-process store of the embedded default (one replica): an LRU bounded by bytes, entries
- * expiring at their `keepUntil`. It keeps decoded entries, so a hit costs no decoding.
+ * expiring at their `keepUntil`, a page that would push others out admitted on its second offer
+ * (admission.ts). It keeps decoded entries, so a hit costs no decoding.
  */
 import { LRUCache } from 'lru-cache';
+import { Doorkeeper } from './admission.js';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
 import { type CacheEntry, entryBytes, isFreshening, sameStoredEntry } from './entry.js';
 import { type CacheStore, newGeneration, type StoreFootprint, type StoreLookup } from './store.js';
@@ -24,6 +26,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     sizeCalculation: (entry, key) => entryBytes(entry) + key.length + ENTRY_OVERHEAD,
   });
   const generations = new Map<string, string>();
+  const doorkeeper = new Doorkeeper();
 
   function peek(address: CacheAddress): StoreLookup {
     let entry = entries.get(address.key);
@@ -49,9 +52,14 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     },
     save(address, entry) {
       const ttl = entry.keepUntil - now();
-      const fits = entryBytes(entry) + address.key.length + ENTRY_OVERHEAD <= options.maxBytes;
-      if (ttl > 0 && fits) entries.set(address.key, entry);
-      return Promise.resolve(ttl > 0 && fits);
+      const size = entryBytes(entry) + address.key.length + ENTRY_OVERHEAD;
+      const fits = size <= options.maxBytes;
+      // A page that would push others out enters on its second offer (admission.ts).
+      const admitted =
+        entries.has(address.key) || entries.calculatedSize + size <= options.maxBytes || doorkeeper.admit(address.key);
+      const kept = ttl > 0 && fits && admitted;
+      if (kept) entries.set(address.key, entry);
+      return Promise.resolve(kept);
     },
     freshen(address, stored, fresher) {
       const current = peek(address).entry;

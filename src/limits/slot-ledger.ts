@@ -14,7 +14,9 @@
  * The window is one second and an allowance (`START_ALLOWANCE_MS`): a request reaches the upstream
  * a little after its start is due, and one that does within the allowance still never makes a
  * second at the upstream hold more than `maxPerSecond`. The budget gives a slot back, unused, when
- * it could not start it within the allowance (src/limits/upstream-budget.ts).
+ * it could not send its request within half the allowance (`SEND_BY_MS`): the other half is the
+ * request's way to the upstream (this process's event loop, the connection, the upstream's own
+ * reading of it), which the proxy does not control (src/limits/upstream-budget.ts).
  */
 
 export interface BudgetLimits {
@@ -24,6 +26,8 @@ export interface BudgetLimits {
 
 /** How late after its start is due a request may reach the upstream without breaking the rate, ms. */
 export const START_ALLOWANCE_MS = 100;
+/** How late after its start is due a request may still be sent, ms: half the allowance. */
+export const SEND_BY_MS = START_ALLOWANCE_MS / 2;
 /** The window the rate is counted over: one second and the allowance. */
 export const RATE_WINDOW_MS = 1_000 + START_ALLOWANCE_MS;
 /** How far ahead a grant may name a start, ms. */

@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
 import { type RegisterCaller, type RegisterRole, type SharedAttempt, SharedLedger } from './shared-ledger.js';
-import { type BudgetLimits, SlotLedger, START_ALLOWANCE_MS, spacingMs } from './slot-ledger.js';
+import { type BudgetLimits, SEND_BY_MS, SlotLedger, spacingMs } from './slot-ledger.js';
 import { type Slot, SlotWaiters, type SparePromotion } from './slot-waiters.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
@@ -361,11 +361,11 @@ export class UpstreamBudget {
   /**
    * Gives a granted slot to the longest waiting request (or back, when nobody waits). Its start
    * is due between `dueFrom` and `dueTo` on this clock (a shared grant's, somewhere within the
-   * call's round trip): it starts no earlier than the one, and no later than the other and the
-   * allowance.
+   * call's round trip): it starts no earlier than the one, and is sent no later than `SEND_BY_MS`
+   * after the other (src/limits/slot-ledger.ts).
    */
   #hand(id: string, dueFrom: number, dueTo: number): void {
-    const slot = { id, startAt: dueTo, startBy: dueFrom + START_ALLOWANCE_MS };
+    const slot = { id, startAt: dueTo, startBy: dueFrom + SEND_BY_MS };
     if (!this.#waiters.hand(slot)) this.#release(slot);
   }
 

@@ -65,6 +65,16 @@ export class RecentMap<K, V> {
     }
   }
 
+  /** Whether `key` is held (neither moved nor counted as a use). */
+  has(key: K): boolean {
+    return this.#current.has(key) || this.#previous.has(key);
+  }
+
+  /** Whether setting an entry of `size` now would let older entries go (a new generation). */
+  wouldEvict(size: number): boolean {
+    return this.#currentSize + size > this.#generationSize && this.#previousSize > 0;
+  }
+
   /** Entries held (both generations). */
   get size(): number {
     return this.#current.size + this.#previous.size;

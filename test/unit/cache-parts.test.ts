@@ -300,13 +300,29 @@ describe('L1', () => {
     });
   });
 
-  it('is bounded by bytes', () => {
+  it('is bounded by bytes, and admits a page that would push others out on its second offer', () => {
     const l1 = new L1Cache({ maxBytes: PAGE.length * 3, ttlMs: 60_000 });
     l1.noteGeneration('tag', 'g1');
     for (let i = 0; i < 10; i++) l1.set(`k${i}`, entry(PAGE));
     const kept = Array.from({ length: 10 }, (_, i) => l1.get(`k${i}`, 'tag')).filter((e) => e !== undefined);
     expect(kept.length).toBeLessThanOrEqual(3);
+    expect(l1.get('k0', 'tag')).toBeDefined(); // in while there was room
+    expect(l1.get('k9', 'tag')).toBeUndefined(); // offered once, when it would have pushed k0 out
+    l1.set('k9', entry(PAGE));
     expect(l1.get('k9', 'tag')).toBeDefined();
+    expect(l1.footprint().bytes).toBeLessThanOrEqual(PAGE.length * 3);
+  });
+
+  it('renews a copy it holds whatever the pressure', () => {
+    let at = 0;
+    const l1 = new L1Cache({ maxBytes: PAGE.length * 3, ttlMs: 1_000, clock: { now: () => at } });
+    l1.noteGeneration('tag', 'g1');
+    l1.set('k0', entry(PAGE));
+    l1.set('k1', entry(PAGE));
+    at = 900;
+    l1.set('k1', entry(PAGE)); // held: set again, not offered
+    at = 1_500;
+    expect(l1.get('k1', 'tag')).toBeDefined();
   });
 
   it('reports what it holds, as counted against its bound (slab_proxy_cache_entries and _bytes)', () => {
@@ -341,6 +357,25 @@ describe('memory store', () => {
     now = 700_000;
     expect((await store.lookup(address)).entry).toBeUndefined();
     expect(store.footprint?.()).toEqual({ entries: 0, bytes: 0 });
+  });
+
+  it('keeps a page that would push others out only on its second offer', async () => {
+    const store = createMemoryStore({ maxBytes: PAGE.length * 3, now: () => 1_000 });
+    const at = (n: number) => ({
+      group: { company: '1', resource: 'receipts' as const },
+      tag: '{1:receipts}',
+      key: `slab:{1:receipts}:co:list:per_page=${String(n)}`,
+      generationKey: 'g',
+      leaseKey: 'l',
+    });
+    const kept: boolean[] = [];
+    for (let n = 1; n <= 4; n++) kept.push(await store.save(at(n), entry(PAGE)));
+    // Two fit; the third and fourth would push one out: not kept, on their first offer.
+    expect(kept).toEqual([true, true, false, false]);
+    expect((await store.lookup(at(1))).entry).toBeDefined();
+    expect(await store.save(at(3), entry(PAGE))).toBe(true); // the second offer
+    expect((await store.lookup(at(3))).entry).toBeDefined();
+    expect(store.footprint?.().bytes).toBeLessThanOrEqual(PAGE.length * 3);
   });
 });
 
