@@ -367,6 +367,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     redisDownSeconds: redisShared ? () => shared.redisDownSeconds?.() ?? 0 : undefined,
     operatorStateAgeSeconds: redisShared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
     budgetMode: { modes: BUDGET_MODES, current: () => upstream.budget.mode() },
+    companyCacheBytes: () => cached.cache.bytesByCompany(),
   });
   const base: Base = { options, config, logger, now, metrics };
   const shared = connectShared(base);
@@ -461,6 +462,8 @@ function adminPlaneServer(wired: Wired, httpLog: ReturnType<typeof createHttpLog
               policies: cached.policies,
               reads: cached.reads,
               control,
+              metrics,
+              cacheBytes: cached.cache.bytesByCompany,
               now,
             },
     }),

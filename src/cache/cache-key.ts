@@ -81,3 +81,14 @@ export function cacheAddress(
     leaseKey: `${prefix}:${tag}:lease:${rest}`,
   };
 }
+
+/**
+ * The company of an entry's key (`<prefix>:{<company>:<resource>}:…`); `undefined` for a key of
+ * another shape. The prefix holds no `{` (KEY_PREFIX_PATTERN) and a company id no `:`.
+ */
+export function companyOfKey(key: string): string | undefined {
+  const open = key.indexOf(':{');
+  if (open === -1) return undefined;
+  const colon = key.indexOf(':', open + 2);
+  return colon === -1 ? undefined : key.slice(open + 2, colon);
+}

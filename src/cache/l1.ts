@@ -14,6 +14,7 @@
 
 import { RecentMap } from '../platform/recent-map.js';
 import { Doorkeeper } from './admission.js';
+import { CompanyShares } from './company-shares.js';
 import { type CacheEntry, entryBytes } from './entry.js';
 import { keyFraction } from './refresh-ahead.js';
 import { newGeneration, type StoreLookup } from './store.js';
@@ -55,6 +56,8 @@ export class L1Cache {
   readonly #ttlMs: number;
   readonly #clock: { now(): number };
   readonly #doorkeeper = new Doorkeeper();
+  readonly #shares = new CompanyShares();
+  readonly #maxBytes: number;
 
   constructor(options: L1Options) {
     if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024)
@@ -62,9 +65,11 @@ export class L1Cache {
     if (!(options.ttlMs > 0)) throw new TypeError('cache.l1.ttl must be positive');
     this.#ttlMs = options.ttlMs;
     this.#clock = options.clock ?? performance;
+    this.#maxBytes = options.maxBytes;
     this.#entries = new RecentMap({
       maxSize: options.maxBytes,
       sizeOf: (held, key) => this.#sizeOf(held.entry, key),
+      onHeld: (key, size) => this.#shares.held(key, size),
     });
   }
 
@@ -133,16 +138,21 @@ export class L1Cache {
 
   /**
    * Holds `entry` under `key` for an L1 lifetime. A key not held yet whose copy would push others
-   * out is admitted only on its second offer (admission.ts): a crawl does not evict the hot pages.
+   * out is admitted only on its second offer (admission.ts) and while its company holds no more
+   * than its share (company-shares.ts): a crawl does not evict the hot pages.
    */
   set(key: string, entry: CacheEntry): void {
-    if (!this.#entries.has(key) && this.#entries.wouldEvict(this.#sizeOf(entry, key)) && !this.#doorkeeper.admit(key))
-      return;
+    if (!this.#entries.has(key) && !this.#admits(key, this.#sizeOf(entry, key))) return;
     const at = this.#clock.now();
     const ttl = this.#ttlMs;
     // Read again with between REREAD_FROM and REREAD_BY of the lifetime left, where the key says.
     const rereadLeft = ttl * (REREAD_BY + (REREAD_FROM - REREAD_BY) * keyFraction(key));
     this.#entries.set(key, { entry, expiresAt: at + ttl, rereadAt: at + ttl - rereadLeft });
+  }
+
+  #admits(key: string, size: number): boolean {
+    if (!this.#entries.wouldEvict(size)) return true;
+    return !this.#shares.overShare(key, this.#maxBytes) && this.#doorkeeper.admit(key);
   }
 
   #sizeOf(entry: CacheEntry, key: string): number {
@@ -163,5 +173,10 @@ export class L1Cache {
   /** Entries and bytes held (as counted against `maxBytes`), for the metrics. */
   footprint(): { readonly entries: number; readonly bytes: number } {
     return { entries: this.#entries.size, bytes: this.#entries.totalSize };
+  }
+
+  /** Bytes held by each company holding any (as counted against `maxBytes`). */
+  bytesByCompany(): ReadonlyMap<string, number> {
+    return this.#shares.byCompany();
   }
 }

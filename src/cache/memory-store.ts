@@ -1,11 +1,13 @@
 /**
  * The in-process store of the embedded default (one replica): an LRU bounded by bytes, entries
  * expiring at their `keepUntil`, a page that would push others out admitted on its second offer
- * (admission.ts). It keeps decoded entries, so a hit costs no decoding.
+ * (admission.ts) and only while its company holds no more than its share (company-shares.ts). It
+ * keeps decoded entries, so a hit costs no decoding.
  */
 import { LRUCache } from 'lru-cache';
 import { Doorkeeper } from './admission.js';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
+import { CompanyShares } from './company-shares.js';
 import { type CacheEntry, entryBytes, isFreshening, sameStoredEntry } from './entry.js';
 import { type CacheStore, newGeneration, type StoreFootprint, type StoreLookup } from './store.js';
 
@@ -21,9 +23,13 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
   if (!Number.isInteger(options.maxBytes) || options.maxBytes < 1024)
     throw new TypeError('cache.memory.maxBytes must be at least 1024');
   const now = options.now ?? Date.now;
+  const sizeOf = (entry: CacheEntry, key: string): number => entryBytes(entry) + key.length + ENTRY_OVERHEAD;
+  const shares = new CompanyShares();
   const entries = new LRUCache<string, CacheEntry>({
     maxSize: options.maxBytes,
-    sizeCalculation: (entry, key) => entryBytes(entry) + key.length + ENTRY_OVERHEAD,
+    sizeCalculation: sizeOf,
+    onInsert: (entry, key) => shares.held(key, sizeOf(entry, key)),
+    dispose: (entry, key) => shares.held(key, -sizeOf(entry, key)),
   });
   const generations = new Map<string, string>();
   const doorkeeper = new Doorkeeper();
@@ -52,11 +58,14 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     },
     save(address, entry) {
       const ttl = entry.keepUntil - now();
-      const size = entryBytes(entry) + address.key.length + ENTRY_OVERHEAD;
+      const size = sizeOf(entry, address.key);
       const fits = size <= options.maxBytes;
-      // A page that would push others out enters on its second offer (admission.ts).
+      // A page that would push others out enters on its second offer (admission.ts), and only
+      // while its company holds no more than its share (company-shares.ts).
       const admitted =
-        entries.has(address.key) || entries.calculatedSize + size <= options.maxBytes || doorkeeper.admit(address.key);
+        entries.has(address.key) ||
+        entries.calculatedSize + size <= options.maxBytes ||
+        (!shares.overShare(address.key, options.maxBytes) && doorkeeper.admit(address.key));
       const kept = ttl > 0 && fits && admitted;
       if (kept) entries.set(address.key, entry);
       return Promise.resolve(kept);
@@ -85,6 +94,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     footprint(): StoreFootprint {
       return { entries: entries.size, bytes: entries.calculatedSize };
     },
+    bytesByCompany: () => shares.byCompany(),
     close() {
       entries.clear();
       return Promise.resolve();

@@ -72,6 +72,8 @@ export interface CacheStore {
   purge(group: CacheGroup): Promise<string | undefined>;
   /** Entries and bytes held, for stores in this process (a shared store's size is not one replica's). */
   footprint?(): StoreFootprint;
+  /** Bytes held by each company, for stores in this process (docs/cache.md#company-shares). */
+  bytesByCompany?(): ReadonlyMap<string, number>;
   close(): Promise<void>;
 }
 

@@ -3,9 +3,10 @@
  *
  * Labels are bounded by construction: a resource is one of the catalog's thirteen names (or
  * `other` for what the data plane does not take), a status is an HTTP status the proxy itself
- * sends, a cache result is one of five words, a policy one of three. Never a company, a token, a
- * subject or a record id: those would grow without bound (and the first three are not for a
- * metrics scraper to see).
+ * sends, a cache result is one of five words, a policy one of three, a company one of at most ten
+ * named for the life of the process or `other` (metrics/company-series.ts). Never a token, a
+ * subject or a record id: those would grow without bound (and are not for a metrics scraper to
+ * see).
  *
  * The per-request series (requests, their durations, L1 lookups) are counted in plain numbers and
  * handed to prom-client when scraped:
@@ -20,6 +21,8 @@
 
 import { Registry } from 'prom-client';
 import type { RateLimitPolicy } from '../errors/proxy-error.js';
+import { type CompanyRanking, CompanyUsage } from './company-usage.js';
+import { CompanySeries } from './metrics/company-series.js';
 import {
   COALESCED_WAITS,
   GAUGES,
@@ -67,8 +70,18 @@ export type PrefetchResult =
   | 'budget';
 
 export interface Metrics {
-  /** One per request the proxy answered on its API port. */
-  request(resource: string | undefined, status: number, cache: CacheLabel | undefined, seconds: number): void;
+  /** One per request the proxy answered on its API port; `company` once its credential was verified. */
+  request(
+    resource: string | undefined,
+    status: number,
+    cache: CacheLabel | undefined,
+    seconds: number,
+    company?: string,
+  ): void;
+  /** A client fill's turn at the upstream budget (not a prefetch's): granted or refused, after waiting. */
+  companySlot(company: string, granted: boolean, waitedSeconds: number): void;
+  /** The `top` companies by requests to this replica, the rest summed (the admin API's `/admin/companies`). */
+  companies(top: number): CompanyRanking;
   /** One per upstream exchange: its status, or `error` (refused, reset, deadline, bad answer). */
   upstream(resource: string, status: number | 'error', seconds: number): void;
   upstreamRefused(reason: UpstreamRefusal): void;
@@ -96,6 +109,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // Made in the order a scrape shows them.
   const registry = new MetricRegistry(options.processMetrics !== false);
   const requests = new RequestSeries(registry);
+  const usage = new CompanyUsage();
+  new CompanySeries(registry, usage);
   const upstreamRequests = registry.counter(UPSTREAM_REQUESTS);
   const upstreamSeconds = registry.histogram(UPSTREAM_SECONDS);
   const upstreamRefusals = registry.counter(UPSTREAM_REFUSALS);
@@ -112,7 +127,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   }
 
   return {
-    request: (resource, status, cache, seconds) => requests.record(resource, status, cache, seconds),
+    request(resource, status, cache, seconds, company) {
+      requests.record(resource, status, cache, seconds);
+      if (company !== undefined) usage.request(company, cache);
+    },
+    companySlot: (company, granted, waitedSeconds) => usage.slot(company, granted, waitedSeconds * 1000),
+    companies: (top) => usage.ranking(top),
     upstream(resource, status, seconds) {
       const label = resourceLabel(resource);
       upstreamRequests.labels(label, status === 'error' ? 'error' : statusLabel(status)).inc();

@@ -5,7 +5,8 @@
  *
  * The two-generation scheme of hashlru (and quick-lru): entries are set into `current`; when it
  * holds half of `maxSize`, it becomes `previous` (what was `previous` is let go) and a new
- * `current` begins; a lookup that finds an entry only in `previous` moves it into `current`. What
+ * `current` begins; a lookup that finds an entry only in `previous` moves it into `current` (while
+ * `current` has room: a lookup never turns a generation). What
  * is used stays, what was not used for a whole generation goes: an LRU's behaviour without an
  * LRU's bookkeeping on every hit (docs/architecture.md#why-the-hit-path-is-built-as-it-is). Sizes are counted with `sizeOf` (1 per entry by default); what is held never
  * exceeds `maxSize`, and an entry larger than a generation is not kept.
@@ -15,6 +16,12 @@ export interface RecentMapOptions<K, V> {
   readonly maxSize: number;
   /** An entry's size; a pure function of the entry (default: 1 per entry). */
   readonly sizeOf?: (value: V, key: K) => number;
+  /**
+   * Told of every entry that comes to be held (`+size`) and that stops being held (`-size`:
+   * deleted, replaced, or let go with its generation), for a ledger of what is held by owner. A
+   * lookup that moves an entry between generations is neither.
+   */
+  readonly onHeld?: (key: K, size: number) => void;
 }
 
 const ONE = (): number => 1;
@@ -22,6 +29,7 @@ const ONE = (): number => 1;
 export class RecentMap<K, V> {
   readonly #generationSize: number;
   readonly #sizeOf: (value: V, key: K) => number;
+  readonly #onHeld: ((key: K, size: number) => void) | undefined;
   #current = new Map<K, V>();
   #currentSize = 0;
   #previous = new Map<K, V>();
@@ -32,6 +40,7 @@ export class RecentMap<K, V> {
     if (!Number.isInteger(maxSize) || maxSize < 2) throw new TypeError('maxSize must be an integer of at least 2');
     this.#generationSize = Math.floor(maxSize / 2);
     this.#sizeOf = options.sizeOf ?? ONE;
+    this.#onHeld = options.onHeld;
   }
 
   get(key: K): V | undefined {
@@ -39,8 +48,11 @@ export class RecentMap<K, V> {
     if (value !== undefined) return value;
     const older = this.#previous.get(key);
     if (older === undefined) return undefined;
-    this.#previous.delete(key);
     const size = this.#sizeOf(older, key);
+    // A lookup never turns a generation: only a `set` lets entries go, so that a full tier whose
+    // sets are refused (admission.ts) keeps what is read, however it is read.
+    if (this.#currentSize + size > this.#generationSize) return older;
+    this.#previous.delete(key);
     this.#previousSize -= size;
     this.#add(key, older, size);
     return older;
@@ -49,19 +61,25 @@ export class RecentMap<K, V> {
   set(key: K, value: V): void {
     this.delete(key);
     const size = this.#sizeOf(value, key);
-    if (size <= this.#generationSize) this.#add(key, value, size);
+    if (size > this.#generationSize) return;
+    this.#add(key, value, size);
+    this.#onHeld?.(key, size);
   }
 
   delete(key: K): void {
     const current = this.#current.get(key);
     if (current !== undefined) {
       this.#current.delete(key);
-      this.#currentSize -= this.#sizeOf(current, key);
+      const size = this.#sizeOf(current, key);
+      this.#currentSize -= size;
+      this.#onHeld?.(key, -size);
     }
     const previous = this.#previous.get(key);
     if (previous !== undefined) {
       this.#previous.delete(key);
-      this.#previousSize -= this.#sizeOf(previous, key);
+      const size = this.#sizeOf(previous, key);
+      this.#previousSize -= size;
+      this.#onHeld?.(key, -size);
     }
   }
 
@@ -87,6 +105,7 @@ export class RecentMap<K, V> {
 
   #add(key: K, value: V, size: number): void {
     if (this.#currentSize + size > this.#generationSize) {
+      if (this.#onHeld !== undefined) this.#letGo(this.#previous, this.#onHeld);
       this.#previous = this.#current;
       this.#previousSize = this.#currentSize;
       this.#current = new Map();
@@ -94,5 +113,10 @@ export class RecentMap<K, V> {
     }
     this.#current.set(key, value);
     this.#currentSize += size;
+  }
+
+  /** Tells `onHeld` of each entry of a generation let go. */
+  #letGo(generation: Map<K, V>, onHeld: (key: K, size: number) => void): void {
+    for (const [key, value] of generation) onHeld(key, -this.#sizeOf(value, key));
   }
 }

@@ -23,7 +23,7 @@ export interface GuardOptions {
   readonly maxQueueWaitMs: number;
   /** Told of every upstream 401: the token the proxy accepted was refused by the system of record. */
   readonly onUpstreamUnauthorized?: (request: ReadRequest) => void;
-  readonly metrics?: Pick<Metrics, 'upstream' | 'upstreamRefused'>;
+  readonly metrics?: Pick<Metrics, 'upstream' | 'upstreamRefused' | 'companySlot'>;
   readonly now?: () => number;
 }
 
@@ -70,7 +70,12 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
         upstreamMs: 0,
       };
     }
-    const job = (): Promise<OriginOutcome> => fetch(request, validators);
+    const asked = performance.now();
+    let granted: number | undefined;
+    const job = (): Promise<OriginOutcome> => {
+      granted = performance.now();
+      return fetch(request, validators);
+    };
     const slot =
       prefetch?.spare === true
         ? await budget.runSpare(
@@ -80,6 +85,9 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
             company,
           )
         : await budget.run(job, options.maxQueueWaitMs, company);
+    // A client's fill (a prefetch a client joined included) counts for its company's figures.
+    if (prefetch?.spare !== true)
+      metrics?.companySlot(company, slot.kind !== 'refused', ((granted ?? performance.now()) - asked) / 1000);
     if (slot.kind === 'refused' && prefetch?.spare === true) {
       if (paused.probe) await pause.resume(company);
       return NO_SPARE;

@@ -22,7 +22,11 @@ export interface CacheParts {
   readonly purges: PurgeBus;
   /** What the in-process tiers hold (the L1 in front of Redis, or the single replica's store). */
   readonly footprint: () => readonly CacheFootprint[];
+  /** Bytes each company holds in the in-process tier (the L1, or the single replica's store). */
+  readonly bytesByCompany: () => ReadonlyMap<string, number>;
 }
+
+const NONE: ReadonlyMap<string, number> = new Map();
 
 export function createCacheParts(
   config: FileConfig,
@@ -39,6 +43,7 @@ export function createCacheParts(
       coordinator: LOCAL_COORDINATOR,
       purges: createLocalPurgeBus(),
       footprint: () => (store.footprint === undefined ? [] : [{ tier: 'memory', ...store.footprint() }]),
+      bytesByCompany: () => store.bytesByCompany?.() ?? NONE,
     };
   }
   const { client, subscriber } = redis;
@@ -68,5 +73,6 @@ export function createCacheParts(
       onError: (error) => logger.debug(errorFields(error), 'purge announcement failed'),
     }),
     footprint: () => [{ tier: 'l1', ...l1.footprint() }],
+    bytesByCompany: () => l1.bytesByCompany(),
   };
 }

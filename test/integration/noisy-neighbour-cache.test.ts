@@ -5,7 +5,9 @@
  * of its share alone. In the in-process store of the embedded default (a hit there is a hit of the
  * cache: its `Cache-Status`), and in the L1 in front of a real Redis (a miss there is still a hit
  * from Redis: its own count, `slab_proxy_l1_lookups_total`, in rounds of B's alone, once the crawl
- * is over). Real proxy, real sandbox.
+ * is over). And the same while A reads every page of its crawl twice, as an exporter that retries
+ * or walks twice does: past the doorkeeper, A is held to its share of the tier's bytes
+ * (docs/cache.md#company-shares). Real proxy, real sandbox.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
@@ -64,14 +66,16 @@ async function readerRounds(proxy: ProxyHandle, rounds: number, stop: () => bool
   return hits / reads;
 }
 
-/** A's crawl, `CRAWLERS` requests at a time, every page once. */
-async function crawl(proxy: ProxyHandle): Promise<void> {
+/** A's crawl, `CRAWLERS` requests at a time, every page `times` times in a row. */
+async function crawl(proxy: ProxyHandle, times = 1): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: CRAWLERS }, async () => {
       for (let i = next++; i < CRAWL.length; i = next++) {
-        const res = await getWithToken(proxy.url, CRAWL[i] ?? '', crawlerToken);
-        expect(res.status).toBe(200);
+        for (let time = 0; time < times; time++) {
+          const res = await getWithToken(proxy.url, CRAWL[i] ?? '', crawlerToken);
+          expect(res.status).toBe(200);
+        }
       }
     }),
   );
@@ -99,20 +103,24 @@ describe("beside another company's crawl, the in-process store", () => {
   });
   afterAll(() => proxy.close());
 
-  it("keeps at least 95% of B's hit share alone while A crawls many times what it holds", {
-    timeout: 60_000,
-  }, async () => {
-    await readerRounds(proxy, 1); // warm: B's pages enter
-    const alone = await readerRounds(proxy, 2);
-    expect(alone).toBe(1);
-    let crawled = false;
-    const crawling = crawl(proxy).then(() => {
-      crawled = true;
-    });
-    const beside = await readerRounds(proxy, 2, () => crawled);
-    await crawling;
-    expect(beside).toBeGreaterThanOrEqual(0.95 * alone);
-  });
+  it.each([1, 2])(
+    "keeps at least 95% of B's hit share alone while A crawls many times what it holds, each page %i×",
+    {
+      timeout: 60_000,
+    },
+    async (times) => {
+      await readerRounds(proxy, 1); // warm: B's pages enter
+      const alone = await readerRounds(proxy, 2);
+      expect(alone).toBe(1);
+      let crawled = false;
+      const crawling = crawl(proxy, times).then(() => {
+        crawled = true;
+      });
+      const beside = await readerRounds(proxy, 2, () => crawled);
+      await crawling;
+      expect(beside).toBeGreaterThanOrEqual(0.95 * alone);
+    },
+  );
 });
 
 describe("beside another company's crawl, the L1 in front of Redis", () => {
@@ -127,18 +135,22 @@ describe("beside another company's crawl, the L1 in front of Redis", () => {
   });
   afterAll(() => proxy.close());
 
-  it("keeps at least 95% of B's L1 hit share alone once A has crawled many times what it holds", {
-    timeout: 60_000,
-  }, async () => {
-    await readerRounds(proxy, 1); // warm: B's pages enter
-    const alone = await l1HitShare(proxy, 2);
-    expect(alone).toBe(1);
-    let crawled = false;
-    const crawling = crawl(proxy).then(() => {
-      crawled = true;
-    });
-    await readerRounds(proxy, 1, () => crawled);
-    await crawling;
-    expect(await l1HitShare(proxy, 1)).toBeGreaterThanOrEqual(0.95 * alone);
-  });
+  it.each([1, 2])(
+    "keeps at least 95% of B's L1 hit share alone once A has crawled many times what it holds, each page %i×",
+    {
+      timeout: 60_000,
+    },
+    async (times) => {
+      await readerRounds(proxy, 1); // warm: B's pages enter
+      const alone = await l1HitShare(proxy, 2);
+      expect(alone).toBe(1);
+      let crawled = false;
+      const crawling = crawl(proxy, times).then(() => {
+        crawled = true;
+      });
+      await readerRounds(proxy, 1, () => crawled);
+      await crawling;
+      expect(await l1HitShare(proxy, 1)).toBeGreaterThanOrEqual(0.95 * alone);
+    },
+  );
 });

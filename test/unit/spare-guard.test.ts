@@ -28,6 +28,7 @@ const OK: OriginOutcome = answered(Buffer.from('{}'));
 function guarded(maxConcurrent = 4) {
   let asked = 0;
   const refusals: string[] = [];
+  const slots: [string, boolean][] = [];
   const breaker = new CircuitBreaker({ failures: 1, openForMs: 60_000 });
   const pause = createUpstreamPause({ probeMs: 1_000 });
   const budget = createUpstreamBudget({ maxConcurrent, maxPerSecond: 1_000, replicas: 1, holdMs: 1_000 });
@@ -40,9 +41,13 @@ function guarded(maxConcurrent = 4) {
     pause,
     budget,
     maxQueueWaitMs: 1_000,
-    metrics: { upstream: () => undefined, upstreamRefused: (reason) => refusals.push(reason) },
+    metrics: {
+      upstream: () => undefined,
+      upstreamRefused: (reason) => refusals.push(reason),
+      companySlot: (company, granted) => slots.push([company, granted]),
+    },
   });
-  return { origin, breaker, pause, budget, refusals, asked: () => asked };
+  return { origin, breaker, pause, budget, refusals, slots, asked: () => asked };
 }
 
 describe('the upstream guard for a prefetch', () => {
@@ -50,6 +55,8 @@ describe('the upstream guard for a prefetch', () => {
     const g = guarded();
     expect((await g.origin(request(new PrefetchStanding()))).kind).toBe('answer');
     expect(g.asked()).toBe(1);
+    // A prefetch's slots are not its company's clients' (docs/operations.md#per-company-figures).
+    expect(g.slots).toEqual([]);
     g.budget.close();
   });
 
@@ -81,6 +88,7 @@ describe('the upstream guard for a prefetch', () => {
     const busy = g.budget.run(() => held, 1_000);
     expect(await g.origin(request(new PrefetchStanding()))).toMatchObject({ kind: 'failure', spareRefused: true });
     expect(g.refusals).toEqual([]);
+    expect(g.slots).toEqual([]);
     release();
     await busy;
     g.budget.close();
@@ -102,6 +110,7 @@ describe('the upstream guard for a prefetch', () => {
     release();
     expect((await joined).kind).toBe('answer');
     expect(g.asked()).toBe(1);
+    expect(g.slots).toEqual([[PRINCIPAL.company, true]]);
     await busy;
     // Joined before the guard: a request from the start, refused as one, and counted.
     const noRoom = guarded(1);
@@ -113,11 +122,16 @@ describe('the upstream guard for a prefetch', () => {
       pause: noRoom.pause,
       budget: noRoom.budget,
       maxQueueWaitMs: 30,
-      metrics: { upstream: () => undefined, upstreamRefused: (reason) => noRoom.refusals.push(reason) },
+      metrics: {
+        upstream: () => undefined,
+        upstreamRefused: (reason) => noRoom.refusals.push(reason),
+        companySlot: (company, granted) => noRoom.slots.push([company, granted]),
+      },
     })(request(joinedEarly));
     expect(refused).toMatchObject({ kind: 'failure', fwdStatus: 503 });
     expect(refused).not.toHaveProperty('spareRefused');
     expect(noRoom.refusals).toEqual(['budget']);
+    expect(noRoom.slots).toEqual([[PRINCIPAL.company, false]]);
     noRoom.budget.close();
     void hold;
     g.budget.close();

@@ -45,6 +45,8 @@ export interface ScrapeSources {
   readonly redisDownSeconds?: (() => number) | undefined;
   /** Read on each scrape: where the upstream budget's slots come from now, of the modes it has. */
   readonly budgetMode?: { readonly modes: readonly string[]; readonly current: () => string } | undefined;
+  /** Read on each scrape: bytes each company holds in the in-process cache tier. */
+  readonly companyCacheBytes?: () => ReadonlyMap<string, number>;
 }
 
 /** What a gauge shows at a scrape: one value, or a value for each label set (values in `labelNames` order). */
@@ -148,6 +150,45 @@ export const PREFETCHES = {
   zeroes: [['started'], ['used'], ['wasted'], ['failed'], ['cached'], ['filling'], ['leased'], ['cap'], ['budget']],
 } as const satisfies CounterDefinition<string>;
 
+/** Companies named in the per-company series, at most (company-series.ts); the rest are `other`. */
+export const NAMED_COMPANIES = 10;
+export const OTHER_COMPANIES = 'other';
+
+export const COMPANY_REQUESTS = {
+  name: 'slab_proxy_company_requests_total',
+  help: 'Requests answered on the API port, by company (the most active, named for the life of the process, at most 10; the rest other) and cache result (none: not a read).',
+  labelNames: ['company', 'cache'],
+  zeroes: [[OTHER_COMPANIES, 'hit']],
+} as const satisfies CounterDefinition<string>;
+
+export const COMPANY_SLOTS = {
+  name: 'slab_proxy_company_upstream_slots_total',
+  help: "Clients' fills at the upstream budget, by company (as for slab_proxy_company_requests_total) and result: granted or refused.",
+  labelNames: ['company', 'result'],
+  zeroes: [
+    [OTHER_COMPANIES, 'granted'],
+    [OTHER_COMPANIES, 'refused'],
+  ],
+} as const satisfies CounterDefinition<string>;
+
+export const COMPANY_SLOT_WAIT = {
+  name: 'slab_proxy_company_upstream_wait_seconds_total',
+  help: "Seconds clients' fills waited for an upstream slot, granted or refused, by company (as for slab_proxy_company_requests_total).",
+  labelNames: ['company'],
+  zeroes: [[OTHER_COMPANIES]],
+} as const satisfies CounterDefinition<string>;
+
+/** The `NAMED_COMPANIES` companies holding the most bytes, and the rest as `other`. */
+function topByBytes(bytes: ReadonlyMap<string, number>): GaugeReading {
+  const sorted = [...bytes].sort((a, b) => b[1] - a[1]);
+  let other = 0;
+  for (const [, held] of sorted.slice(NAMED_COMPANIES)) other += held;
+  return [
+    ...sorted.slice(0, NAMED_COMPANIES).map(([company, held]) => [[company], held] as const),
+    [[OTHER_COMPANIES], other],
+  ];
+}
+
 /** A gauge per in-process cache tier, of what `read` takes from its footprint. */
 function tierGauge(name: string, what: string, read: (tier: CacheFootprint) => number): GaugeDefinition {
   return {
@@ -208,4 +249,10 @@ export const GAUGES: readonly GaugeDefinition[] = [
   },
   tierGauge('slab_proxy_cache_entries', 'Entries', (tier) => tier.entries),
   tierGauge('slab_proxy_cache_bytes', 'Bytes', (tier) => tier.bytes),
+  {
+    name: 'slab_proxy_company_cache_bytes',
+    help: 'Bytes held in the in-process cache tier by company: the 10 holding most at the scrape, the rest other.',
+    labelNames: ['company'],
+    read: ({ companyCacheBytes }) => companyCacheBytes && (() => topByBytes(companyCacheBytes())),
+  },
 ];

@@ -71,8 +71,10 @@ export class MetricRegistry {
       registers: [this.#registry],
       collect() {
         const reading = read();
-        if (typeof reading === 'number') this.set(reading);
-        else for (const [labels, value] of reading) this.labels(...labels).set(value);
+        if (typeof reading === 'number') return void this.set(reading);
+        // A label set absent from this reading is gone (a company no longer among the top).
+        this.reset();
+        for (const [labels, value] of reading) this.labels(...labels).set(value);
       },
     });
   }

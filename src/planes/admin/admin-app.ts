@@ -2,7 +2,8 @@
  * The admin plane on `ADMIN_PORT` (docs/operations.md#the-operator-api). Liveness, readiness, metrics and the
  * client surface's OpenAPI description always; with `ADMIN_TOKEN` set, the operator API behind a
  * bearer token compared in constant time: the effective settings, run-time TTL overrides, purges,
- * revocations and blocks, each shared with every replica, and the lists of what is in force.
+ * revocations and blocks, each shared with every replica, the lists of what is in force, and this
+ * replica's figures per company.
  * Bodies must be JSON (415 otherwise) and are checked against a strict schema: a bad one is a
  * problem+json 400 `invalid_body` whose `pointer` names the member (RFC 9457 §3).
  *
@@ -19,6 +20,7 @@ import { writeProblem } from '../../http/problem.js';
 import { requestIdOf } from '../../http/request-id.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { blockRoutes } from './block-routes.js';
+import { companyRoutes } from './company-routes.js';
 import { documentRoutes } from './document-routes.js';
 import { healthRoutes, type Readiness } from './health-routes.js';
 import { bodyParserProblem, operatorGate } from './operator-gate.js';
@@ -34,6 +36,9 @@ export interface OperatorApi {
   readonly policies: CachePolicies;
   readonly reads: ReadService;
   readonly control: OperatorControl;
+  /** Per-company figures of this replica (`/admin/companies`). */
+  readonly metrics: Pick<Metrics, 'companies'>;
+  readonly cacheBytes: () => ReadonlyMap<string, number>;
   readonly now?: () => number;
 }
 
@@ -59,6 +64,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
     purgeRoutes(app, operator.reads);
     revocationRoutes(app, operator.control, operator.now ?? Date.now);
     blockRoutes(app, operator.control);
+    companyRoutes(app, operator);
   }
   app.use(notFound);
   app.use(onError);

@@ -30,7 +30,13 @@ export function finish(
 ): void {
   const durationMs = performance.now() - ex.startedAt;
   ex.trace?.end(status, errorCode, outcome?.cacheResult);
-  recorders.metrics?.request(ex.resource, status, outcome?.cacheResult, durationMs / 1000);
+  recorders.metrics?.request(
+    ex.resource,
+    status,
+    outcome?.cacheResult,
+    durationMs / 1000,
+    ex.identity?.principal.company,
+  );
   recorders.log({
     requestId: ex.requestId,
     method: ex.req.method ?? '',
