@@ -69,6 +69,7 @@ import {
   TARGET_BATCH_RATIO,
   TARGET_RSS_MB,
 } from './phases/many-credentials.js';
+import { NEIGHBOUR_BUDGET, runNoisyNeighbour } from './phases/noisy-neighbour.js';
 import { ONE_POINT, runRateLimited, TARGET_US_PER_429 } from './phases/rate-limited.js';
 import { runResume } from './phases/resume.js';
 import { runStoredBytes, TARGET_STORED_RATIO } from './phases/stored-bytes.js';
@@ -319,6 +320,22 @@ async function bench(): Promise<number> {
   say();
   const coalesced = await runCoalescing([proxy1.url, proxy2.url], sandbox.url, bearer('1'));
   say();
+  const neighbourProxy = await startProxy({
+    ...proxyOptions,
+    name: 'proxy 4 (noisy neighbour)',
+    configFile: writeBenchConfig(
+      workDir,
+      'bench-neighbour.yaml',
+      NEVER_REFUSING,
+      `${KEY_PREFIX}-neighbour`,
+      NEIGHBOUR_BUDGET,
+    ),
+    cpu: SERVER_CPU,
+    nodeFlags,
+  });
+  const neighbour = await runNoisyNeighbour(neighbourProxy.url, sandbox.url, bearer);
+  await stop(neighbourProxy.launched);
+  say();
   const crowd = await runManyCredentials(manyCredentialsSettings());
   say();
 
@@ -383,6 +400,11 @@ async function bench(): Promise<number> {
     generator: generator.label,
     allocation,
     resume: proxyResume && { idleSeconds: resume.idleSeconds, ...proxyResume },
+  });
+  list.push({
+    target: "noisy neighbour: B's cold misses beside A's storm: 0 refused, p99 ≤ 2× alone",
+    figure: `${String(neighbour.beside.refused)} refused, p99 ${fmt(neighbour.beside.p99Ms, 0)} vs ${fmt(neighbour.alone.p99Ms, 0)} ms (${fmt(neighbour.beside.p99Ms / neighbour.alone.p99Ms)}×)`,
+    pass: neighbour.pass,
   });
   list.push({
     target: `many credentials: no batch over ${String(TARGET_BATCH_RATIO)}× the median, RSS < ${String(TARGET_RSS_MB)} MB`,

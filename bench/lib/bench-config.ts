@@ -17,12 +17,16 @@ import { envInt } from './env.js';
 export const NEVER_REFUSING = { points: 10_000_000, duration: envInt('BENCH_LIMIT_WINDOW', 60, 1, 3600) } as const;
 export const KEY_PREFIX = 'slab';
 
-/** Writes the config file `name` in `dir` with the credential policy given; returns its path. */
+/**
+ * Writes the config file `name` in `dir` with the credential policy given (and an `upstream:` line,
+ * when given, for the budget); returns its path.
+ */
 export function writeBenchConfig(
   dir: string,
   name: string,
   perCredential: { readonly points: number; readonly duration: number },
   keyPrefix = KEY_PREFIX,
+  upstream?: string,
 ): string {
   const l1Ttl = envInt('BENCH_L1_TTL', 0, 0, 3600);
   const file = join(dir, name);
@@ -38,6 +42,7 @@ export function writeBenchConfig(
       'rateLimit:',
       `  perCredential: { points: ${String(perCredential.points)}, duration: ${String(perCredential.duration)} }`,
       `  perCompany: { points: ${String(NEVER_REFUSING.points)}, duration: ${String(NEVER_REFUSING.duration)} }`,
+      ...(upstream === undefined ? [] : [upstream]),
       '',
     ].join('\n'),
   );

@@ -8,14 +8,17 @@
  * on one replica (its turn comes every other slot; behind A's whole line, as before the fair line,
  * it made a tenth). Over three replicas the ledger serves the replicas as they ask, and each shares
  * its slots out in turn: B's replica gets a third of them, so B keeps at least half of a third
- * (docs/limits.md#fair-shares). On one Redis with one replica, and on a Redis Cluster with three.
+ * (docs/limits.md#fair-shares). The replicas' per-company figures count the same: every miss of B
+ * granted a slot, none refused (docs/operations.md#per-company-figures). On one Redis with one
+ * replica, and on a Redis Cluster with three.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
-import { getWithToken } from '../helpers/http.js';
+import { getWithToken, send } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
+import { parseExposition } from '../helpers/prometheus.js';
 import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
 import { type SandboxProcess, startSandboxProcess } from '../helpers/sandbox-process.js';
 import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
@@ -46,6 +49,16 @@ async function reader(
     byStatus[String(res.status)] = (byStatus[String(res.status)] ?? 0) + 1;
   }
   return { answers: latenciesMs.length, byStatus, latenciesMs };
+}
+
+/** A per-company slot count summed over the replicas' metrics. */
+async function slots(replicas: readonly Replica[], company: string, result: 'granted' | 'refused'): Promise<number> {
+  let sum = 0;
+  for (const replica of replicas) {
+    const metrics = parseExposition((await send(replica.adminUrl, '/metrics')).text);
+    sum += metrics.value('slab_proxy_company_upstream_slots_total', { company, result });
+  }
+  return sum;
 }
 
 function p99(values: readonly number[]): number {
@@ -127,5 +140,10 @@ describe.each([
     expect(stormResult.errors).toBe(0);
     expect(Object.keys(stormResult.byStatus).filter((status) => status !== '200' && status !== '503')).toEqual([]);
     expect(stormResult.byStatus['200'] ?? 0).toBeGreaterThan(0);
+    // Every miss of B (one warm-up request per replica, then both phases) had a slot; none refused.
+    expect(await slots(replicas, '2', 'granted')).toBe(count + alone.answers + beside.answers);
+    expect(await slots(replicas, '2', 'refused')).toBe(0);
+    expect(await slots(replicas, '1', 'granted')).toBeGreaterThanOrEqual(stormResult.byStatus['200'] ?? 0);
+    expect(await slots(replicas, '1', 'refused')).toBeGreaterThanOrEqual(stormResult.byStatus['503'] ?? 0);
   });
 });
