@@ -32,6 +32,7 @@ import type { Tracing } from './observability/tracing.js';
 import { createAdminApp } from './planes/admin/admin-app.js';
 import { createDataPlane } from './planes/data/data-plane.js';
 import { createFallbackApp } from './planes/fallback-app.js';
+import { type EvictionSetting, watchEvictionPolicy } from './platform/eviction-policy.js';
 import { connectRedis, isSharedRedis, RedisHealth, type RedisSettings, type SharedRedis } from './platform/redis.js';
 import { watchRedisDowntime } from './platform/redis-downtime.js';
 import { countReplicas, type ReplicaCount } from './platform/replica-count.js';
@@ -143,6 +144,15 @@ function connectShared({ options, config, logger, now, metrics }: Base): Shared 
       replicaCount: undefined,
       liveReplicas: undefined,
     };
+  // The operator state lives in the cache's Redis unless it has one of its own.
+  const controlApart = options.redis?.controlUrl !== undefined;
+  const reportEviction = (setting: EvictionSetting, problem: string | undefined): void => {
+    const fields = { redisNode: setting.node, maxmemoryPolicy: setting.policy, maxmemory: setting.maxmemory };
+    if (problem === undefined) logger.info(fields, 'redis eviction policy');
+    else logger.warn(fields, problem);
+  };
+  watchEvictionPolicy(redis.client, { pages: true, operatorState: !controlApart }, reportEviction);
+  if (controlApart) watchEvictionPolicy(redis.control.client, { pages: false, operatorState: true }, reportEviction);
   const replicaCount = countReplicas({
     client: redis.client,
     prefix: config.cache.keyPrefix,
