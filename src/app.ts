@@ -394,8 +394,14 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
       file.upstream.maxPerSecond !== before.upstream.maxPerSecond
     )
       upstream.budget.apply({ maxConcurrent: file.upstream.maxConcurrent, maxPerSecond: file.upstream.maxPerSecond });
-    upstream.budget.weigh(file.upstream.companyWeights);
   });
+  // Company weights in the budget's line: the file's, under the operator's run-time ones
+  // (docs/limits.md#fair-shares), from the start, on every reload and on every change of either.
+  const weighCompanies = (): void =>
+    upstream.budget.weigh({ ...configInForce.current.upstream.companyWeights, ...control.weights() });
+  weighCompanies();
+  configInForce.onReload(weighCompanies);
+  control.onWeightsChange(weighCompanies);
 
   // ── the planes ──
   const requestLog = createRequestLog(logger);
@@ -472,6 +478,7 @@ function adminPlaneServer(wired: Wired, httpLog: ReturnType<typeof createHttpLog
               policies: cached.policies,
               reads: cached.reads,
               control,
+              budget: upstream.budget,
               metrics,
               cacheBytes: cached.cache.bytesByCompany,
               now,

@@ -1,17 +1,34 @@
 /**
- * This replica's copy of the operator state, and who hears when its TTL overrides change. Every
- * change of the copy goes through here (a change made here, one from another replica, a read, an
- * expiry), so that no listener misses one.
+ * This replica's copy of the operator state, and who hears when its TTL overrides or its company
+ * weights change. Every change of the copy goes through here (a change made here, one from another
+ * replica, a read, an expiry), so that no listener misses one.
  */
-import { OperatorState, type StateEntry, TOMBSTONE_RETENTION_MS, type TtlOverrides } from './operator-state.js';
+import {
+  type CompanyWeights,
+  OperatorState,
+  type StateEntry,
+  TOMBSTONE_RETENTION_MS,
+  type TtlOverrides,
+} from './operator-state.js';
+
+/** What the listeners are told of: each a new object after a change. */
+interface Watched {
+  readonly overrides: TtlOverrides;
+  readonly weights: CompanyWeights;
+}
 
 export class LocalCopy {
   /** What the hit path reads (access lists, overrides). */
   readonly state = new OperatorState();
-  readonly #listeners: Array<(overrides: TtlOverrides) => void> = [];
+  readonly #overridesListeners: Array<(overrides: TtlOverrides) => void> = [];
+  readonly #weightsListeners: Array<(weights: CompanyWeights) => void> = [];
 
   onOverridesChange(listener: (overrides: TtlOverrides) => void): void {
-    this.#listeners.push(listener);
+    this.#overridesListeners.push(listener);
+  }
+
+  onWeightsChange(listener: (weights: CompanyWeights) => void): void {
+    this.#weightsListeners.push(listener);
   }
 
   /** Whether the entry would change this copy: none here for the field, or an earlier stamp. */
@@ -22,9 +39,9 @@ export class LocalCopy {
 
   /** Merges entries in: per entry, the later stamp wins. */
   apply(entries: Iterable<[string, StateEntry]>): void {
-    const before = this.state.overrides();
+    const before = this.#watched();
     for (const [field, entry] of entries) this.state.apply(field, entry);
-    this.#notifyIfOverridesChanged(before);
+    this.#notifyOfChanges(before);
   }
 
   /**
@@ -50,13 +67,19 @@ export class LocalCopy {
 
   /** Drops the entries that expired by `nowMs`. */
   prune(nowMs: number): void {
-    const before = this.state.overrides();
+    const before = this.#watched();
     this.state.prune(nowMs);
-    this.#notifyIfOverridesChanged(before);
+    this.#notifyOfChanges(before);
   }
 
-  #notifyIfOverridesChanged(before: TtlOverrides): void {
-    const after = this.state.overrides();
-    if (after !== before) for (const listener of this.#listeners) listener(after);
+  #watched(): Watched {
+    return { overrides: this.state.overrides(), weights: this.state.weights() };
+  }
+
+  #notifyOfChanges(before: Watched): void {
+    const after = this.#watched();
+    if (after.overrides !== before.overrides)
+      for (const listener of this.#overridesListeners) listener(after.overrides);
+    if (after.weights !== before.weights) for (const listener of this.#weightsListeners) listener(after.weights);
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The one owner of the operator state (issue 8): TTL overrides, revocations and blocks. It holds
+ * The one owner of the operator state: TTL overrides, revocations, blocks and company weights. It holds
  * this replica's copy, changes it for the operator API, keeps it in step with every other replica
  * through Redis, and gives it back to Redis when Redis lost it. The cache policies and the access
  * lists only read from it.
@@ -37,6 +37,7 @@ import { createControlStore } from './control-store.js';
 import { LocalCopy } from './local-copy.js';
 import {
   type BlockView,
+  type CompanyWeights,
   type EntryKind,
   fieldOf,
   type OperatorState,
@@ -96,6 +97,10 @@ export interface OperatorControl {
   overrides(): TtlOverrides;
   /** Told after every change of the overrides (a change here, from another replica, or a merge). */
   onOverridesChange(listener: (overrides: TtlOverrides) => void): void;
+  /** The run-time company weights in the upstream budget's line (docs/limits.md#fair-shares). */
+  weights(): CompanyWeights;
+  /** Told after every change of the weights, as of the overrides. */
+  onWeightsChange(listener: (weights: CompanyWeights) => void): void;
   revocations(): RevocationView[];
   blocks(): BlockView[];
   setOverride(resource: ResourceName, override: TtlOverride): Promise<boolean>;
@@ -105,6 +110,8 @@ export interface OperatorControl {
   unrevoke(kind: RevocationKind, id: string): Promise<boolean>;
   blockCompany(company: string, blocked: boolean): Promise<boolean>;
   blockEmployee(company: string, employee: string, blocked: boolean): Promise<boolean>;
+  /** A company's weight for every replica, over the config's; `undefined`: back to the config's. */
+  setWeight(company: string, weight: number | undefined): Promise<boolean>;
   /** Checks the shared state now (the start waits for the first check). Never rejects. */
   sync(): Promise<void>;
   status(): ControlStatus;
@@ -141,6 +148,8 @@ export function createOperatorControl(options: OperatorControlOptions = {}): Ope
     confirmation: confirmation.promise,
     overrides: () => local.state.overrides(),
     onOverridesChange: (listener) => local.onOverridesChange(listener),
+    weights: () => local.state.weights(),
+    onWeightsChange: (listener) => local.onWeightsChange(listener),
     revocations: () => local.state.revocations(),
     blocks: () => local.state.blocks(),
     ...operatorChanges(change),
@@ -185,7 +194,10 @@ type ChangeOf = (field: string, value: StateEntry['v'], expiresAt: number | null
 /** The operator's changes, each as the entry it writes. */
 function operatorChanges(
   change: ChangeOf,
-): Pick<OperatorControl, 'setOverride' | 'deleteOverride' | 'revoke' | 'unrevoke' | 'blockCompany' | 'blockEmployee'> {
+): Pick<
+  OperatorControl,
+  'setOverride' | 'deleteOverride' | 'revoke' | 'unrevoke' | 'blockCompany' | 'blockEmployee' | 'setWeight'
+> {
   return {
     setOverride: (resource, override) => change(fieldOf('ttl', resource), override, null),
     deleteOverride: (resource) => change(fieldOf('ttl', resource), null, null),
@@ -197,5 +209,6 @@ function operatorChanges(
     blockCompany: (company, blocked) => change(fieldOf('co', company), blocked ? true : null, null),
     blockEmployee: (company, employee, blocked) =>
       change(fieldOf('em', `${company}/${employee}`), blocked ? true : null, null),
+    setWeight: (company, weight) => change(fieldOf('wt', company), weight === undefined ? null : { weight }, null),
   };
 }

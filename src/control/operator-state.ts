@@ -1,6 +1,7 @@
 /**
- * The operator state, as data (issue 8): TTL overrides, revocations (`jti`, token digest, `sub`) and
- * blocks (company, employee). Pure: no I/O, no clock of its own.
+ * The operator state, as data: TTL overrides, revocations (`jti`, token digest, `sub`), blocks
+ * (company, employee) and companies' weights in the upstream budget's line. Pure: no I/O, no clock
+ * of its own.
  *
  * It is a last-writer-wins map (a state-based CRDT): every entry carries the stamp of the change that
  * wrote it, and a deletion is an entry too (a tombstone, kept 30 days). Two copies merge by keeping,
@@ -25,21 +26,28 @@ export const ttlOverrideSchema = policyOverrideSchema.refine((value) => Object.k
 export type TtlOverride = PolicyOverride;
 export type TtlOverrides = Partial<Record<ResourceName, TtlOverride>>;
 
+/** A company's slots per turn in the upstream budget's line (docs/limits.md#fair-shares), as `upstream.companyWeights`. */
+export const companyWeightSchema = z.strictObject({ weight: z.number().int().min(1).max(100) });
+export type CompanyWeight = z.infer<typeof companyWeightSchema>;
+/** Company → weight: the run-time weights in force. */
+export type CompanyWeights = Readonly<Record<string, number>>;
+
 /** How long a deletion is remembered, so that a copy that missed it cannot bring the entry back. */
 export const TOMBSTONE_RETENTION_MS = 30 * 86_400_000;
 
 /**
  * The kinds of entry and their field prefixes: `ttl:<resource>`, `jti:<id>`, `tok:<sha-256 hex>`,
- * `sub:<subject>`, `co:<company>`, `em:<company>/<employee>` (company ids cannot hold `/`).
+ * `sub:<subject>`, `co:<company>`, `em:<company>/<employee>` (company ids cannot hold `/`),
+ * `wt:<company>`.
  */
-export const ENTRY_KINDS = ['ttl', 'jti', 'tok', 'sub', 'co', 'em'] as const;
+export const ENTRY_KINDS = ['ttl', 'jti', 'tok', 'sub', 'co', 'em', 'wt'] as const;
 export type EntryKind = (typeof ENTRY_KINDS)[number];
 
 export interface StateEntry {
   /** The change's stamp: ms since the epoch on Redis's clock (made unique per entry). */
   readonly t: number;
-  /** The value; `null` for a deletion. A TTL override's value is the override; others `true`. */
-  readonly v: TtlOverride | true | null;
+  /** The value; `null` for a deletion. A TTL override's value is the override, a weight's the weight; others `true`. */
+  readonly v: TtlOverride | CompanyWeight | true | null;
   /** When the entry expires, ms since the epoch (a revocation's `exp`, a tombstone's end); `null`: never. */
   readonly x: number | null;
 }
@@ -58,7 +66,7 @@ export function parseField(field: string): { readonly kind: EntryKind; readonly 
 
 const entrySchema = z.strictObject({
   t: z.number().int().nonnegative(),
-  v: z.union([z.literal(true), z.null(), ttlOverrideSchema]),
+  v: z.union([z.literal(true), z.null(), companyWeightSchema, ttlOverrideSchema]),
   x: z.number().int().nonnegative().nullable(),
 });
 
@@ -81,9 +89,16 @@ export function decodeEntry(field: string, text: string): StateEntry | undefined
   if (!result.success) return undefined;
   const entry = result.data;
   // A value of the wrong kind (an override on a revocation, `true` on a TTL field) is not an entry.
-  if (entry.v !== null && (parsed.kind === 'ttl') !== (entry.v !== true)) return undefined;
+  if (entry.v !== null && valueKind(entry.v) !== (parsed.kind === 'ttl' || parsed.kind === 'wt' ? parsed.kind : true))
+    return undefined;
   if (parsed.kind === 'ttl' && !isResourceName(parsed.id)) return undefined;
   return entry;
+}
+
+/** What a live value is: a TTL override, a weight, or `true` (a revocation, a block). */
+function valueKind(value: TtlOverride | CompanyWeight | true): 'ttl' | 'wt' | true {
+  if (value === true) return true;
+  return 'weight' in value ? 'wt' : 'ttl';
 }
 
 /** True when `incoming` wins over `current` (the later stamp; equal stamps by their text, so every copy picks the same). */
@@ -116,6 +131,7 @@ export class OperatorState {
   readonly #companies = new Set<string>();
   readonly #employees = new Set<string>();
   #overrides: TtlOverrides = {};
+  #weights: CompanyWeights = {};
 
   /** Applies an entry if it wins over the one held; true when it changed anything. */
   apply(field: string, entry: StateEntry): boolean {
@@ -163,9 +179,16 @@ export class OperatorState {
       case 'ttl': {
         if (!isResourceName(id)) return;
         const next = { ...this.#overrides };
-        if (live && entry.v !== true) next[id] = entry.v ?? undefined;
+        if (live && entry.v !== true && entry.v !== null && !('weight' in entry.v)) next[id] = entry.v;
         else delete next[id];
         this.#overrides = next;
+        return;
+      }
+      case 'wt': {
+        const next: Record<string, number> = { ...this.#weights };
+        if (live && entry.v !== true && entry.v !== null && 'weight' in entry.v) next[id] = entry.v.weight;
+        else delete next[id];
+        this.#weights = next;
         return;
       }
       case 'jti':
@@ -220,6 +243,11 @@ export class OperatorState {
 
   overrides(): TtlOverrides {
     return this.#overrides;
+  }
+
+  /** The run-time company weights; a new object after each change. */
+  weights(): CompanyWeights {
+    return this.#weights;
   }
 
   // ── what the operator API lists ──

@@ -207,9 +207,14 @@ export class UpstreamBudget {
     }
   }
 
-  /** New company weights (a reloaded config), for the turns from now on. */
+  /** New company weights (a reloaded config, an operator's change), for the turns from now on. */
   weigh(companyWeights: Readonly<Record<string, number>>): void {
     this.#weights = companyWeights;
+  }
+
+  /** The company weights in force (every company not named weighs 1). */
+  weights(): Readonly<Record<string, number>> {
+    return this.#weights;
   }
 
   /** New limits (a reloaded config), for this replica's calls from now on. */

@@ -17,6 +17,13 @@ import {
 
 const NOW = 1_800_000_000_000;
 
+/** A live value of the field's kind, from a stamp. */
+function valueFor(field: string, t: number): StateEntry['v'] {
+  if (field.startsWith('ttl:')) return { ttl: t };
+  if (field.startsWith('wt:')) return { weight: 1 + (t % 100) };
+  return true;
+}
+
 describe('operator state', () => {
   it('applies the later stamp and keeps a deletion over an earlier block', () => {
     const state = new OperatorState();
@@ -63,7 +70,26 @@ describe('operator state', () => {
     expect(state.overrides()).toEqual({});
   });
 
+  it("keeps companies' weights as the weights in force", () => {
+    const state = new OperatorState();
+    state.apply(fieldOf('wt', 'acme'), { t: 1, v: { weight: 3 }, x: null });
+    state.apply(fieldOf('wt', '7'), { t: 1, v: { weight: 10 }, x: null });
+    expect(state.weights()).toEqual({ acme: 3, '7': 10 });
+    expect(state.overrides()).toEqual({});
+    state.apply(fieldOf('wt', 'acme'), { t: 2, v: null, x: NOW });
+    expect(state.weights()).toEqual({ '7': 10 });
+    const entry: StateEntry = { t: 5, v: { weight: 4 }, x: null };
+    expect(decodeEntry('wt:acme', encodeEntry(entry))).toEqual(entry);
+  });
+
   it.each([
+    ['a weight of 0', 'wt:1', '{"t":1,"x":null,"v":{"weight":0}}'],
+    ['a weight over 100', 'wt:1', '{"t":1,"x":null,"v":{"weight":101}}'],
+    ['a fractional weight', 'wt:1', '{"t":1,"x":null,"v":{"weight":1.5}}'],
+    ['true on a weight field', 'wt:1', '{"t":1,"x":null,"v":true}'],
+    ['an override on a weight field', 'wt:1', '{"t":1,"x":null,"v":{"ttl":5}}'],
+    ['a weight on a TTL field', 'ttl:receipts', '{"t":1,"x":null,"v":{"weight":2}}'],
+    ['a weight on a block', 'co:1', '{"t":1,"x":null,"v":{"weight":2}}'],
     ['an unknown kind', 'zz:1', '{"t":1,"x":null,"v":true}'],
     ['no id', 'co:', '{"t":1,"x":null,"v":true}'],
     ['not JSON', 'co:1', '{'],
@@ -84,7 +110,7 @@ describe('operator state', () => {
   });
 
   it('merges copies to the same state whatever the order (a property)', () => {
-    const field = fc.constantFrom('co:1', 'co:2', 'sub:a', 'jti:x', 'ttl:receipts');
+    const field = fc.constantFrom('co:1', 'co:2', 'sub:a', 'jti:x', 'ttl:receipts', 'wt:1');
     const entry = fc.record({
       t: fc.integer({ min: 0, max: 50 }),
       v: fc.constantFrom<StateEntry['v']>(true, null),
@@ -92,7 +118,7 @@ describe('operator state', () => {
     });
     const change = fc
       .tuple(field, entry)
-      .map(([f, e]): [string, StateEntry] => [f, f.startsWith('ttl:') && e.v === true ? { ...e, v: { ttl: e.t } } : e]);
+      .map(([f, e]): [string, StateEntry] => [f, e.v === true ? { ...e, v: valueFor(f, e.t) } : e]);
     fc.assert(
       fc.property(fc.array(change, { maxLength: 30 }), fc.integer(), (changes, seed) => {
         const inOrder = new OperatorState();
@@ -106,6 +132,7 @@ describe('operator state', () => {
         expect(other.revocations()).toEqual(inOrder.revocations());
         expect(other.blocks()).toEqual(inOrder.blocks());
         expect(other.overrides()).toEqual(inOrder.overrides());
+        expect(other.weights()).toEqual(inOrder.weights());
       }),
     );
   });

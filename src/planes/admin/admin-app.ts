@@ -2,8 +2,8 @@
  * The admin plane on `ADMIN_PORT` (docs/operations.md#the-operator-api). Liveness, readiness, metrics and the
  * client surface's OpenAPI description always; with `ADMIN_TOKEN` set, the operator API behind a
  * bearer token compared in constant time: the effective settings, run-time TTL overrides, purges,
- * revocations and blocks, each shared with every replica, the lists of what is in force, and this
- * replica's figures per company.
+ * revocations, blocks and company weights, each shared with every replica, the lists of what is in
+ * force, and this replica's figures per company.
  * Bodies must be JSON (415 otherwise) and are checked against a strict schema: a bad one is a
  * problem+json 400 `invalid_body` whose `pointer` names the member (RFC 9457 §3).
  *
@@ -18,6 +18,7 @@ import type { OperatorControl } from '../../control/operator-control.js';
 import { InternalError, NotFoundError } from '../../errors/proxy-error.js';
 import { writeProblem } from '../../http/problem.js';
 import { requestIdOf } from '../../http/request-id.js';
+import type { UpstreamBudget } from '../../limits/upstream-budget.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { blockRoutes } from './block-routes.js';
 import { companyRoutes } from './company-routes.js';
@@ -27,6 +28,7 @@ import { bodyParserProblem, operatorGate } from './operator-gate.js';
 import { purgeRoutes } from './purge-routes.js';
 import { revocationRoutes } from './revocation-routes.js';
 import { settingsRoutes } from './settings-routes.js';
+import { weightRoutes } from './weight-routes.js';
 
 export type { Phase, Readiness } from './health-routes.js';
 
@@ -36,6 +38,8 @@ export interface OperatorApi {
   readonly policies: CachePolicies;
   readonly reads: ReadService;
   readonly control: OperatorControl;
+  /** The upstream budget, for the company weights in force. */
+  readonly budget: Pick<UpstreamBudget, 'weights'>;
   /** Per-company figures of this replica (`/admin/companies`). */
   readonly metrics: Pick<Metrics, 'companies'>;
   readonly cacheBytes: () => ReadonlyMap<string, number>;
@@ -65,6 +69,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
     revocationRoutes(app, operator.control, operator.now ?? Date.now);
     blockRoutes(app, operator.control);
     companyRoutes(app, operator);
+    weightRoutes(app, operator);
   }
   app.use(notFound);
   app.use(onError);
