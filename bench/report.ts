@@ -120,7 +120,7 @@ function resumeVerdict(resume: VerdictInput['resume']): Verdict {
 
 /**
  * A `br` hit (the stored bytes as they are, docs/clients.md#content-coding): its body against the identity
- * body (issue 11: "bytes on the wire ≤ 0.2× the identity body"), with the whole answers, headers
+ * body (at most 0.2× its bytes on the wire), with the whole answers, headers
  * included, beside it; and its CPU per hit, no higher than an identity hit's (judged over 50 pages,
  * where both are measured in the same interleaved rounds).
  */

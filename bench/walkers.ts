@@ -1,5 +1,5 @@
 /**
- * Keyset walkers with and without next-page prefetch (issue 19; docs/cache.md#prefetch): readers
+ * Keyset walkers with and without next-page prefetch (docs/cache.md#prefetch): readers
  * that follow `meta.next_after_id` to the end of a collection over a cold cache, spending
  * WALKERS_THINK_MS on each page, against an upstream that takes WALKERS_UPSTREAM_MS a page. Each
  * case runs on a fresh proxy (in-process store), once with prefetch off and once on, and reports

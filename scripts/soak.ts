@@ -1,6 +1,6 @@
 /**
  * `npm run test:soak`: the system suites again and again, optionally beside a process that keeps
- * one core busy, and a table of runs and failures per test (issue 16: a suite that fails one run in
+ * one core busy, and a table of runs and failures per test (a suite that fails one run in
  * four cannot tell a regression from a busy host, and only repetition shows which test it is).
  *
  *   npm run test:soak -- [--runs N] [--busy] [--files a,b,…]

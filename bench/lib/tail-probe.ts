@@ -1,6 +1,6 @@
 /**
  * What a round's tail is made of, read from the proxy's own `/metrics` before and after the round
- * (issue 17: the bench reports the tail's cause, not only its size): the event loop's longest delay
+ * (the bench reports the tail's cause, not only its size): the event loop's longest delay
  * during the round (prom-client's event-loop monitor, whose histogram is reset at every scrape, so
  * the scrape before a round starts its window), the garbage collector's time by kind and its pauses
  * over 10 ms, and the page reads that left the in-process tier for the store or the upstream.

@@ -1,5 +1,5 @@
 /**
- * Many credentials (issue 17): one cached page read with a crowd of distinct valid tokens, in
+ * Many credentials: one cached page read with a crowd of distinct valid tokens, in
  * batches, by a proxy on the in-process store (the inbound limits then count every credential in
  * this process). Each token is new to the proxy: verified once, counted in a new window. What must
  * hold: no batch markedly slower than the others (per-credential state costs time in proportion to

@@ -7,7 +7,7 @@ import type { Principal } from './principal.js';
 
 export interface AccessLists {
   /**
-   * The lists are known: read since this replica started (issue 16). Until then no revocation or
+   * The lists are known: read since this replica started. Until then no revocation or
    * block made elsewhere is, and a verified token cannot be told apart from a revoked one.
    */
   areKnown(): boolean;

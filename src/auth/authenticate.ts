@@ -47,7 +47,7 @@ const HEADERS_PER_CONNECTION = 4;
 export function createAuthenticator(verifier: TokenVerifier, lists: AccessLists): Authenticator {
   /**
    * The verified-token cache is keyed by SHA-256 digests, never by tokens (src/auth/token-cache.ts),
-   * and hashing the token was a tenth of a hit's work in process (issue 11). A client sends the same
+   * and hashing a token is a large share of a hit's work in process. A client sends the same
    * header on every request of a connection, so the digests of the last few headers are kept with
    * the connection and reused when a header is the same text. It is only a memo of a pure
    * function: the principal is still looked up by the digest, with its `exp`, its 60 s bound and

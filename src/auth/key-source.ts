@@ -125,7 +125,7 @@ function parsePublicKey(text: string): { key: KeyObject; jwkAlg: string | undefi
 /**
  * An HMAC secret as WebCrypto keys, made once per allowed algorithm. jose turns a secret
  * `KeyObject` back into bytes and imports them again on every verification, which a crowd of new
- * tokens pays for in full (issue 17); `toCryptoKey` (Node ≥ 22.10) makes the key synchronously here.
+ * tokens would pay for in full; `toCryptoKey` (Node ≥ 22.10) makes the key synchronously here.
  */
 function preparedHmacKeys(secret: KeyObject, algorithms: readonly string[]): JWTVerifyGetKey {
   const keys = new Map(

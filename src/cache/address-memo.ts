@@ -1,5 +1,5 @@
 /**
- * Cache addresses remembered per canonical read (issue 17). A read is memoised per raw request
+ * Cache addresses remembered per canonical read. A read is memoised per raw request
  * target (src/request/memo.ts), so every hit of a page brings the same read object, and its
  * address for a company is the same every time: made once here, its key and tag are strings whose
  * hash V8 keeps, so each Map a hit looks them up in (the L1, its generations) compares them at

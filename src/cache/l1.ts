@@ -48,7 +48,7 @@ export class L1Cache {
   /**
    * Bounded by bytes, what was not used for a generation going first (src/platform/recent-map.ts);
    * the lifetimes are kept beside each copy and checked here with one clock read (lru-cache's own
-   * TTL bookkeeping cost a hit two lookups and its clock's upkeep; issue 11).
+   * TTL bookkeeping costs a hit two lookups and its clock's upkeep).
    */
   readonly #entries: RecentMap<string, HeldCopy>;
   /** Group tag → the generation last seen for it. */
@@ -125,9 +125,8 @@ export class L1Cache {
   /**
    * The copy under `key` when it is near the end of its L1 lifetime (else `undefined`): the read
    * service then confirms it against the store in the background and sets it again, so that a page
-   * in steady demand never drops out of the L1 and none of its hits waits for Redis (issue 11:
-   * copies set together expired together every second, and each of their requests then read and
-   * decoded the page).
+   * in steady demand never drops out of the L1 and none of its hits waits for Redis (copies set
+   * together would expire together, and each of their requests then read and decode the page).
    */
   dueForReread(key: string): CacheEntry | undefined {
     const held = this.#entries.get(key);

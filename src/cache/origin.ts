@@ -22,7 +22,7 @@ export interface ReadRequest {
   /** While tracing is off: the client's W3C trace fields, passed on upstream unchanged. */
   readonly clientTrace?: TraceFields | undefined;
   /**
-   * Set for a prefetch (issue 19), a request no client made: fetched only with upstream capacity
+   * Set for a prefetch, a request no client made: fetched only with upstream capacity
    * to spare now, never queued, and never while the upstream is failing or has asked the company
    * to wait — until a client's request joins it (prefetch-standing.ts).
    */

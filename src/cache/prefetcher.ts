@@ -1,5 +1,5 @@
 /**
- * Next-page prefetch for keyset walkers (docs/cache.md#prefetch, issue 19). When a list page that
+ * Next-page prefetch for keyset walkers (docs/cache.md#prefetch). When a list page that
  * has more is answered, the page after it (the same filters and `per_page`, `after_id` from the
  * page's `meta.next_after_id`: src/request/next-page.ts) is fetched in the background, and so on up
  * to `depth` pages ahead of the walker, so that its next request is a hit or joins the fetch in

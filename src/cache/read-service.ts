@@ -245,8 +245,8 @@ class CacheReadService implements ReadService {
         l1?.noteGeneration(address.tag, lookup.generation);
         if (!isCurrent(lookup) || this.#now() >= withPolicy(lookup.entry, policy).freshUntil) return;
         // Confirmed, the held object itself comes back and is kept: no new entry per L1 lifetime,
-        // which would be old-generation garbage once a second for every hot page (issues 11 and
-        // 17; docs/architecture.md#why-the-hit-path-is-built-as-it-is). Read whole, the store's
+        // which would be old-generation garbage once a second for every hot page
+        // (docs/architecture.md#why-the-hit-path-is-built-as-it-is). Read whole, the store's
         // entry replaces the copy, so that its stored form is the one confirmed next time (a page
         // taken since it was fetched ahead differs from its copy by a flag alone).
         l1?.set(address.key, lookup.entry);

@@ -1,5 +1,5 @@
 /**
- * Refreshing a page ahead of its expiry (issue 11). Pages filled together expire together: under
+ * Refreshing a page ahead of its expiry. Pages filled together expire together: under
  * stale-while-revalidate their background refreshes then all start in the same millisecond, and
  * their CPU work (parsing, hashing, compressing each page) lands on the event loop in one burst,
  * in front of every hit queued behind it. Instead, a hit in the last `ahead` fraction of a page's

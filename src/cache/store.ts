@@ -36,9 +36,9 @@ export interface CacheStore {
    * The entry and its group's generation, in one round trip. `known`, an entry the caller holds
    * (an L1 copy): when it is still what is stored (its stored form's prefix, which names the fill,
    * its times and its body's hash, unchanged), the answer is `known` itself, and a remote store
-   * sends and decodes no body (issue 17: an L1 copy read again each lifetime made a new decoded
-   * entry of every hot page each second, old-generation garbage whose full collections were the
-   * hit's tail).
+   * sends and decodes no body: an L1 copy read again each lifetime would otherwise make a new
+   * decoded entry of every hot page each second, old-generation garbage whose full collections are
+   * a hit's tail (docs/architecture.md#why-the-hit-path-is-built-as-it-is).
    */
   lookup(address: CacheAddress, known?: CacheEntry): Promise<StoreLookup>;
   /** The same, synchronously, for stores in this process (the hit path's fast lane). */

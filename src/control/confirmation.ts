@@ -1,5 +1,5 @@
 /**
- * Whether this replica has read a settled operator state since it started (issue 16), and the
+ * Whether this replica has read a settled operator state since it started, and the
  * promise the start waits on. A state counts as settled once its incarnation is at least `settleMs`
  * old: every other live replica has had the time to merge its knowledge into it (operator-control.ts).
  * Once confirmed, always: a replica cut off from Redis later keeps applying what it read.

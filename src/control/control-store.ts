@@ -1,5 +1,5 @@
 /**
- * Where the operator state lives in Redis (issue 8), and the three atomic operations on it.
+ * Where the operator state lives in Redis, and the three atomic operations on it.
  *
  *   {<prefix>:ctl}:state   hash: field → entry text (operator-state.ts)
  *   {<prefix>:ctl}:meta    hash: `incarnation` (a random id, set when the state is first written to

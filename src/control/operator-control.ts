@@ -8,7 +8,7 @@
  * counts (`rev`) and announces it; every replica applies the announcement (milliseconds), and
  * checks Redis's `rev` every `syncIntervalMs` to heal a missed message.
  *
- * Never served unread (issue 16): a replica that has not read the state since it started knows no
+ * Never served unread: a replica that has not read the state since it started knows no
  * decision, and serving then would be failing open on every revocation. It counts as `confirmed`
  * once it has read a state that every other live replica has had the time to merge its knowledge
  * into: an incarnation at least `settleMs` old. A state written anew (Redis flushed or restarted

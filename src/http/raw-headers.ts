@@ -1,8 +1,8 @@
 /**
  * Request header fields read straight from `rawHeaders`, the parser's own list of name/value
  * pairs. `req.headers` and `req.headersDistinct` are built on first use for every field a request
- * carries, and a cache hit reads five fields of them: building both objects cost more than the
- * whole authentication step (issue 11; docs/architecture.md#why-the-hit-path-is-built-as-it-is). A scan of the few pairs a
+ * carries, and a cache hit reads five fields of them: building both objects costs more than the
+ * whole authentication step (docs/architecture.md#why-the-hit-path-is-built-as-it-is). A scan of the few pairs a
  * request carries allocates nothing unless a field repeats.
  *
  * The answers are the ones Node gives: `fieldLines` is `headersDistinct[name]` (every line of the

@@ -33,7 +33,7 @@ export function firstBatch(largest: number): number {
 
 /**
  * The next batch of a key, from how long its last one lasted (none yet: the first). Within the
- * largest, a batch follows the key's demand (issue 11): it starts at 100 points and doubles while
+ * largest, a batch follows the key's demand: it starts at 100 points and doubles while
  * each batch lasts less than `LEASE_TARGET_MS`, halving again when one lasts four times as long: a
  * fixed batch could be spent by one event-loop turn of concurrent hits before its refill came back,
  * and the hits after it then waited for Redis (docs/architecture.md#why-the-hit-path-is-built-as-it-is).

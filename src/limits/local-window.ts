@@ -27,7 +27,7 @@ interface Opened {
  * Windows are queued in the order they opened: every window lasts the same `duration`, so that is
  * also the order they end in, and the ended ones are always at the front. Each new window first
  * drops those, then, with the map still full of live windows, the oldest: each window is queued
- * and dropped once, constant time per window on average (issue 17). The queue is an array read
+ * and dropped once, constant time per window on average. The queue is an array read
  * from a moving head, not the Map's own order: a Map iterated from its start after deletions at
  * its front walks every deleted slot until V8 compacts the table, which made each new credential
  * cost in proportion to the credentials already forgotten.

@@ -1,5 +1,5 @@
 /**
- * The upstream budget's ledger in Redis, shared by every replica (issue 16; the rule is
+ * The upstream budget's ledger in Redis, shared by every replica (the rule is
  * `src/limits/slot-ledger.ts`'s, the protocol around it docs/architecture.md#the-upstream-budget):
  *
  *   {<prefix>:budget}:state   hash: `epoch` (a random id), `node` (the run id of the Redis process

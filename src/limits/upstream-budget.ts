@@ -2,7 +2,7 @@
  * The upstream budget (docs/limits.md#the-upstream-budget): at most `upstream.maxConcurrent` requests in flight and
  * `upstream.maxPerSecond` started in any one second, for all replicas together, so the proxy's
  * misses never push the system of record over its own limit; with the bound stated for each way
- * Redis can fail, and kept through them (issue 16; docs/architecture.md#the-upstream-budget).
+ * Redis can fail, and kept through them (docs/architecture.md#the-upstream-budget).
  *
  * Slots come from the ledger of `src/limits/budget-mode.ts`'s mode: the shared one in Redis
  * (`src/limits/shared-ledger.ts`), none while cut off from it, or this replica's share of the
@@ -100,7 +100,7 @@ export class UpstreamBudget {
     this.#replicas = () => Math.max(1, options.liveReplicas?.() ?? options.replicas);
     this.#now = options.now ?? Date.now;
     // A prefetch may take a slot paced one spacing ahead: two fetches that start together are
-    // spaced by the rate, and the second is no less a slot to spare (issue 19).
+    // spaced by the rate, and the second is no less a slot to spare (docs/cache.md#prefetch).
     this.#weights = options.companyWeights ?? {};
     this.#waiters = new SlotWaiters(
       this.#now,
@@ -170,7 +170,7 @@ export class UpstreamBudget {
   }
 
   /**
-   * Runs `job` in a slot the budget has to spare now, or refuses at once (issue 19: a prefetch):
+   * Runs `job` in a slot the budget has to spare now, or refuses at once (a prefetch's way):
    * refused while any request of this replica waits for a slot, and given a slot only when no
    * request waits and the slot can start at once, within `maxWaitMs` (the ledger's answer);
    * `promotion` makes it a request's wait once a client's request joins it.

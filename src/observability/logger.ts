@@ -223,7 +223,7 @@ class FragmentTable {
  * The request line. A line a request makes is the line pino would make of the same fields (level,
  * time, then the fields in this order; absent ones left out), written from a template straight to
  * the logger's destination (gathered per event-loop turn): pino's generic path (serialising an object, checking every key against
- * the redaction list) cost a cache hit more than everything else it does in JavaScript (issue 11).
+ * the redaction list) costs a cache hit more than everything else it does in JavaScript.
  * Nothing here can hold a secret: a logged path never carries client text that could be a token
  * (`logged-path.ts`) and a request id never holds one (`request-id.ts`). A logger not made by
  * `createLogger` gets the same fields through `logger.info`.

@@ -1,6 +1,6 @@
 /**
- * The seed nodes a Redis Cluster client starts over from (issue 16: after failovers and restarts,
- * the nodes an operator listed may be replicas, gone, or back under new roles). ioredis connects
+ * The seed nodes a Redis Cluster client starts over from: after failovers and restarts, the nodes
+ * an operator listed may be replicas, gone, or back under new roles. ioredis connects
  * from its seed list and, when it starts over (after the cluster was lost, or by the watchdog in
  * `src/platform/redis.ts`), uses that list again. This keeps it fresh from the cluster's own view:
  *

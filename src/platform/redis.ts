@@ -13,9 +13,9 @@ import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
 import { ClusterSeeds } from './cluster-seeds.js';
 
 /**
- * A command timeout that a busy event loop cannot fake (issue 8: under a burst, 300 requests per
- * key over 3 replicas, commands "timed out" whose replies had long arrived; the breaker then skipped
- * Redis and each replica fetched every key itself).
+ * A command timeout that a busy event loop cannot fake: under a burst, a timer that fires late
+ * would time out commands whose replies have long arrived, the breaker would then skip Redis and
+ * each replica fetch every key itself (docs/architecture.md).
  *
  * ioredis arms a timer per command. When the event loop is held up past the timeout (parsing a
  * burst of requests, a GC pause), the timers phase runs before the poll phase that would read the
@@ -114,10 +114,9 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
       enableOfflineQueue: subscriber,
       // ioredis's ready check sends `CLUSTER INFO` to a node drawn at random and, without an
       // offline queue, fails when that node is still connecting; seed nodes that became replicas
-      // always are (ioredis has just sent them `READONLY`), so a client given such seeds never
-      // became ready (issue 16: 40 s and more, where ioredis's defaults take 50 ms). The slot map
-      // was read from a live node already; a node that cannot serve fails its commands, and the
-      // node's breaker (`RedisHealth`) skips it.
+      // always are (ioredis has just sent them `READONLY`), so a client given such seeds would
+      // never become ready. The slot map was read from a live node already; a node that cannot
+      // serve fails its commands, and the node's breaker (`RedisHealth`) skips it.
       enableReadyCheck: false,
       // Not on a cluster: ioredis's auto-pipelining reads the slot map without a check, and a
       // command sent while the client had no slots yet, run once a partial map arrived (a cluster
@@ -148,7 +147,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
 export const STUCK_CLUSTER_MS = 5_000;
 
 /**
- * A replica never stays cut off from its cluster (issues 8 and 16). ioredis retries on its own;
+ * A replica never stays cut off from its cluster. ioredis retries on its own;
  * should its cluster client still not be ready after `STUCK_CLUSTER_MS`, it is made to start over:
  * a new connection to the seed nodes (resolved again, with every node of the last slot map: see
  * `src/platform/cluster-seeds.ts`) and a fresh slot map, every `STUCK_CLUSTER_MS` until it is
@@ -194,7 +193,7 @@ export interface RedisHealthOptions {
 const EVERY_NODE = '*';
 
 /**
- * A short circuit breaker per Redis node (issue 8): after a timeout or an error on a key, the node
+ * A short circuit breaker per Redis node: after a timeout or an error on a key, the node
  * that serves that key is skipped for `suspendMs`, so that a hung or failed node costs one request
  * the timeout, not every request. Per node, not per client: with a Redis Cluster, one master
  * failing over leaves the keys of the other masters served and stored.

@@ -1,11 +1,11 @@
 /**
- * How many replicas share the Redis, counted through it (issue 12: a static `rateLimit.replicas`
- * is wrong as soon as an autoscaler adds or removes one). Each replica stamps itself in one sorted
+ * How many replicas share the Redis, counted through it: a static `rateLimit.replicas` is wrong as
+ * soon as an autoscaler adds or removes one. Each replica stamps itself in one sorted
  * set every `intervalMs` and counts the stamps younger than three intervals; a replica that stopped
  * drops out after that. The count is what each replica's local share is made of while Redis is
  * unusable (`points / replicas` of the inbound limits and of the upstream budget).
  *
- * The count given is the highest seen over the last `memoryMs` (issue 16): a replica cut off from
+ * The count given is the highest seen over the last `memoryMs`: a replica cut off from
  * Redis drops out of the others' count, and should Redis then fail for everyone, shares of the
  * smaller count would add up to more than the limits while the cut-off one runs its own share too.
  * A fleet that shrank keeps the smaller shares a while longer, which only costs capacity.

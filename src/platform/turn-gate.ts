@@ -3,8 +3,8 @@
  * parsing, hashing and compressing of a page) asks the gate first; the gate lets one caller through
  * per turn, in the check phase (`setImmediate`), so that the I/O of every request that arrived
  * meanwhile (cache hits, each a few microseconds) is handled between two pieces, and a burst of
- * such work never holds the loop for long (issue 11: fifty pages refreshed at once held it for
- * about ten milliseconds, the proxy's whole p99).
+ * such work never holds the loop for long: a burst of refreshes run in one turn would be the
+ * whole p99 of the hits queued behind it (docs/architecture.md#why-the-hit-path-is-built-as-it-is).
  */
 
 /** Resolves when it is this caller's turn. */

@@ -2,7 +2,7 @@
  * The next page of a keyset walk (the seed's pagination rule: when `meta.has_more` is true, the
  * next request repeats the same filters and sends `after_id` equal to `meta.next_after_id`): the
  * canonical read a walker's next request makes, built from the page it was given. Pure; the
- * prefetch (issue 19) keys and fetches exactly what that request would.
+ * prefetch (docs/cache.md#prefetch) keys and fetches exactly what that request would.
  */
 import type { ProxyError } from '../errors/proxy-error.js';
 import { type CanonicalRead, listRead } from './canonical-read.js';

@@ -30,7 +30,7 @@ export interface GuardOptions {
 /** The longest a prefetch waits for a slot to spare: one answer of the shared ledger, ms. */
 const SPARE_WAIT_MS = 100;
 
-/** A prefetch refused (issue 19): a failure of its own, which no client ever sees. */
+/** A prefetch refused (docs/cache.md#prefetch): a failure of its own, which no client ever sees. */
 const NO_SPARE = {
   kind: 'failure',
   error: new UpstreamUnavailableError(1),

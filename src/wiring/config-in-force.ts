@@ -8,7 +8,7 @@ import type { FileConfig } from '../config/schema.js';
 /**
  * What a running replica applies from a re-read config file; every other difference is reported
  * as needing a restart. Listed this way round so that a new setting is restart-only until someone
- * makes it reloadable on purpose (issue 10).
+ * makes it reloadable on purpose.
  */
 const RELOADABLE = [
   'cache.partition',

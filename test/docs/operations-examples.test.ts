@@ -1,5 +1,5 @@
 /**
- * The operator examples of docs/operations.md, run as written (issue 9): each `curl` line of the
+ * The operator examples of docs/operations.md, run as written: each `curl` line of the
  * block there is run by `sh` against a real proxy on a real Redis, and its output must be what the
  * `#` lines under it say (`…` stands for anything). An example that drifts from the product fails
  * here.

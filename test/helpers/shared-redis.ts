@@ -1,6 +1,6 @@
 /**
  * The shared Redis of a multi-replica suite, either one `redis-server` or a real Redis Cluster of
- * 3 masters and 3 replicas: the suites that are about sharing run against both (issue 8).
+ * 3 masters and 3 replicas: the suites that are about sharing run against both.
  */
 import { Cluster, Redis } from 'ioredis';
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';

@@ -267,7 +267,7 @@ describe('tracing on one proxy (in-memory exporter)', () => {
   });
 });
 
-describe("tracing off: the client's trace context passes through (W3C Trace Context §3, issue 17)", () => {
+describe("tracing off: the client's trace context passes through (W3C Trace Context §3)", () => {
   let sandbox: Sandbox;
   let proxy: ProxyHandle;
   beforeAll(async () => {

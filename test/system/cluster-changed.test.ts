@@ -1,5 +1,5 @@
 /**
- * The fleet's guarantees on a Redis Cluster that has changed since it was created (issue 16): a
+ * The fleet's guarantees on a Redis Cluster that has changed since it was created: a
  * real 3+3 cluster on fixed ports, replicas given the three first masters as seed nodes, the way an
  * operator configures them once.
  *

@@ -1,5 +1,5 @@
 /**
- * Coalescing exactly once across replicas (issue 8): 300 concurrent cold requests for each of 20
+ * Coalescing exactly once across replicas: 300 concurrent cold requests for each of 20
  * keys, spread over 3 replicas, with an upstream that answers at once (0 ms, the hardest case: a
  * fill can be over before the other replicas even asked) — exactly 20 upstream requests, every run,
  * on one Redis and on a Redis Cluster.

@@ -1,5 +1,5 @@
 /**
- * The canary (issue 5, "Request logs"; docs/operations.md#logs): a run through every error path (each 401
+ * The canary (docs/operations.md#logs): a run through every error path (each 401
  * reason, 400, 403, 404, 405, 429, 5xx, Redis down) and the pass-through, the admin plane and the
  * fallback, with real tokens put everywhere a careless logger might print them (Authorization,
  * a second Authorization, Proxy-Authorization, Cookie, the query, X-Request-Id, a body). Every

@@ -1,5 +1,5 @@
 /**
- * Operator decisions never lapse (issue 8): revocations and blocks made through one replica refuse
+ * Operator decisions never lapse: revocations and blocks made through one replica refuse
  * on every replica within a second, and keep refusing — every request, on every replica — through
  * a FLUSHALL, an empty restart of Redis, a failover of the master that holds them (Redis Cluster),
  * and a restart of every process with a persistent Redis for the operator state

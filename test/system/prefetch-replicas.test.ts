@@ -1,5 +1,5 @@
 /**
- * Prefetch across replicas (issue 19; docs/cache.md#prefetch): the coalescing lease covers
+ * Prefetch across replicas (docs/cache.md#prefetch): the coalescing lease covers
  * prefetches too. Two proxy processes on a real Redis Cluster (and on one Redis), prefetch on;
  * two walkers of one company walk the same collection at once, one through each replica, so that
  * both replicas fetch ahead of their walker at the same time. What must hold, counted at the

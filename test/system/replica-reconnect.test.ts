@@ -1,5 +1,5 @@
 /**
- * A replica never stays cut off, and says so while it is (issues 8 and 16). A replica started while
+ * A replica never stays cut off, and says so while it is. A replica started while
  * its Redis Cluster is unreachable refuses reads (503 `unconfirmed`: it has read no operator state),
  * or, opted out (`control.unconfirmed: serve`, `upstream.budgetCutOff: share`), serves degraded; both
  * show how long they have been without Redis and how old their operator state is, on `/readyz` and

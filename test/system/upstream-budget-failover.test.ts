@@ -1,6 +1,6 @@
 /**
- * The upstream budget through a failover of the Redis Cluster master that holds its ledger
- * (issue 16): three replicas, `maxConcurrent` 5 and `maxPerSecond` 20 for all of them, 30 clients
+ * The upstream budget through a failover of the Redis Cluster master that holds its ledger: three
+ * replicas, `maxConcurrent` 5 and `maxPerSecond` 20 for all of them, 30 clients
  * on cold keys, an upstream that takes 200 ms, and `kill -9` of that master mid-load.
  *
  * What the design promises (docs/architecture.md#the-upstream-budget), counted at the upstream

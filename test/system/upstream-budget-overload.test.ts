@@ -1,5 +1,5 @@
 /**
- * The upstream budget under sustained overload, on one Redis and on a Redis Cluster (issue 8):
+ * The upstream budget under sustained overload, on one Redis and on a Redis Cluster:
  * three replicas, `maxConcurrent` 5 and `maxPerSecond` 20 for all of them, 60 clients asking for
  * cold keys as fast as they are answered, an upstream that takes 200 ms. Two runs back to back.
  *

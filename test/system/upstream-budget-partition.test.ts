@@ -1,6 +1,6 @@
 /**
  * The upstream budget's stated bounds when Redis fails for some replicas or for all of them
- * (issue 16; docs/limits.md#the-upstream-budget, docs/architecture.md#the-upstream-budget), counted at the upstream
+ * (docs/limits.md#the-upstream-budget, docs/architecture.md#the-upstream-budget), counted at the upstream
  * (the sandbox, in its own process). Three replicas share one Redis, `maxConcurrent` 6 and
  * `maxPerSecond` 30 for all of them (a share of 2 and 10 each), 30 clients on cold keys, an
  * upstream that takes 200 ms; one replica reaches Redis through a TCP gate. The table's bounds are

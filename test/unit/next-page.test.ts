@@ -1,5 +1,5 @@
 /**
- * The next page of a keyset walk (issue 19): the read a walker's next request makes, built from the
+ * The next page of a keyset walk: the read a walker's next request makes, built from the
  * page it was given, must be the very read that request canonicalises to: same filters, same
  * `per_page`, the page's `next_after_id`, in canonical form; so a prefetched page is keyed and
  * fetched exactly as the walker's own request would be.

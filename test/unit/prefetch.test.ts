@@ -1,5 +1,5 @@
 /**
- * Next-page prefetch (docs/cache.md#prefetch, issue 19), through the read service with the
+ * Next-page prefetch (docs/cache.md#prefetch), through the read service with the
  * in-process store and a fake origin that pages a collection by keyset: what is fetched ahead (the
  * next pages, up to the depth, as prefetches under the walker's own credential), what the walker
  * then gets (hits, counted as used), and what is not fetched or stored (a last page, a resource

@@ -1,4 +1,4 @@
-/** The two lines of requests waiting for an upstream slot: requests first, prefetches after (issue 19). */
+/** The two lines of requests waiting for an upstream slot: requests first, prefetches after. */
 import { describe, expect, it } from 'vitest';
 import { type Slot, SlotWaiters } from '../../src/limits/slot-waiters.js';
 

@@ -1,5 +1,5 @@
 /**
- * The upstream guard's rules for a prefetch (issue 19; src/upstream/guarded-fetch.ts): asked only
+ * The upstream guard's rules for a prefetch (src/upstream/guarded-fetch.ts): asked only
  * with a slot to spare, never while the breaker is not closed or the company is paused, and its
  * refusals marked as such and not counted as refused requests.
  */

@@ -38,7 +38,7 @@ describe('upstream budget (one replica)', () => {
   });
 });
 
-describe('upstream budget: a prefetch only with a slot to spare (issue 19)', () => {
+describe('upstream budget: a prefetch only with a slot to spare', () => {
   const deferred = (): { promise: Promise<void>; release: () => void } => {
     let release = (): void => undefined;
     const promise = new Promise<void>((resolve) => {

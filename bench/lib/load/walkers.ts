@@ -1,5 +1,5 @@
 /**
- * Keyset walkers beside the load test's readers (issue 19; docs/load-test.md): clients that walk a
+ * Keyset walkers beside the load test's readers (docs/load-test.md): clients that walk a
  * collection to its end (`after_id` = the previous page's `meta.next_after_id`), spending a while
  * on each page as a sync job does, then start over, until the run ends. Their walk times, and what
  * the proxy fetched ahead of them (docs/cache.md#prefetch), are the profile's figures.

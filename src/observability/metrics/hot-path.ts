@@ -25,7 +25,7 @@ export class RequestSeries {
   /**
    * Each request label set's entry, by resource label, then cache label, then status (bounded: at
    * most 14 resources × 6 results × 501 statuses). Three lookups of keys that exist already: a
-   * request adds to counts and makes no string or object (issue 11).
+   * request adds to counts and makes no string or object.
    */
   readonly #entries = new Map<string, Map<string, Map<number, RequestEntry>>>();
 

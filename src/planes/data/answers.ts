@@ -98,7 +98,7 @@ function privateCacheControl(lifetimeSeconds: number): string {
 }
 
 /**
- * The fields of an answer from a stored body that are the same on every hit (issue 17): made once
+ * The fields of an answer from a stored body that are the same on every hit: made once
  * per body sent and kept beside it (identity, br and gzip are each a Buffer the entry holds), so a
  * hit only adds the fields of its own request. A flat list of names and values, which
  * `writeHead` takes as it is. `notModified` is the 304's share: the validator and `Vary`, and no

@@ -102,7 +102,7 @@ export function authenticate(ex: Exchange, parts: DataPlaneParts): StepResult {
 
 /**
  * A replica that has not read the operator state since it started cannot tell whether this
- * credential is revoked or its company blocked: 503 rather than fail open (issue 16).
+ * credential is revoked or its company blocked: 503 rather than fail open.
  */
 export function requireKnownLists(ex: Exchange, parts: DataPlaneParts): StepResult {
   return parts.lists.areKnown() ? false : fail(ex, parts, new OperatorStateUnavailableError());
