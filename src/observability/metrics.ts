@@ -96,6 +96,11 @@ export interface Metrics {
   revalidation(result: RevalidationResult): void;
   /** A next page fetched ahead of a walker, or not (docs/cache.md#prefetch). */
   prefetch(result: PrefetchResult): void;
+  /**
+   * What the gauges read at each scrape, given once the parts they read exist (added to what
+   * `createMetrics` was given); before the first scrape.
+   */
+  watch(sources: ScrapeSources): void;
   /** Prometheus text for a scrape. */
   render(): Promise<string>;
 }
@@ -121,10 +126,17 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const storeLookups = registry.counter(STORE_LOOKUPS);
   const revalidations = registry.counter(REVALIDATIONS);
   const prefetches = registry.counter(PREFETCHES);
-  for (const gauge of GAUGES) {
-    const read = gauge.read(options);
-    if (read !== undefined) registry.gauge(gauge, read);
-  }
+  // The gauges are made at the first scrape, from every source given by then.
+  let sources: ScrapeSources = options;
+  let gauged = false;
+  const gauge = (): void => {
+    if (gauged) return;
+    gauged = true;
+    for (const definition of GAUGES) {
+      const read = definition.read(sources);
+      if (read !== undefined) registry.gauge(definition, read);
+    }
+  };
 
   return {
     request(resource, status, cache, seconds, company) {
@@ -146,6 +158,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     storeLookup: (result) => storeLookups.labels(result).inc(),
     revalidation: (result) => revalidations.labels(result).inc(),
     prefetch: (result) => prefetches.labels(result).inc(),
-    render: () => registry.render(),
+    watch(more) {
+      if (gauged) throw new Error('metrics: sources are given before the first scrape');
+      sources = { ...sources, ...more };
+    },
+    render() {
+      gauge();
+      return registry.render();
+    },
   };
 }

@@ -1,0 +1,20 @@
+/**
+ * What the metrics read of the parts at each scrape (docs/operations.md#metrics), bound once the
+ * parts exist.
+ */
+import { BUDGET_MODES } from '../limits/budget-mode.js';
+import type { Wired } from './wired.js';
+
+export function observeParts({ base, lifecycle, shared, control, upstream, reads }: Wired): void {
+  const redisShared = shared.redis !== undefined;
+  base.metrics.watch({
+    circuitState: () => upstream.breaker.state,
+    redisUp: redisShared ? () => shared.cacheHealth?.state() !== 'down' : undefined,
+    inFlightRequests: () => lifecycle.inFlight,
+    cacheFootprint: () => reads.cache.footprint(),
+    redisDownSeconds: redisShared ? () => shared.redisDownSeconds?.() ?? 0 : undefined,
+    operatorStateAgeSeconds: redisShared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
+    budgetMode: { modes: BUDGET_MODES, current: () => upstream.budget.mode() },
+    companyCacheBytes: () => reads.cache.bytesByCompany(),
+  });
+}

@@ -1,0 +1,53 @@
+/**
+ * The cache (docs/cache.md): its parts (the store, the L1, coalescing, purges), the policies in
+ * force (the config file's, re-read on reload, under the operator's run-time overrides) and the
+ * read service that fetches through the upstream's origin.
+ */
+import type { Origin } from '../cache/origin.js';
+import { CachePolicies } from '../cache/policy.js';
+import { createReadService, type ReadService } from '../cache/read-service.js';
+import type { OperatorControl } from '../control/operator-control.js';
+import type { Base } from './base.js';
+import { type CacheParts, createCacheParts } from './cache-parts.js';
+import type { ConfigInForce } from './config-in-force.js';
+import type { SharedParts } from './shared.js';
+
+export interface ReadParts {
+  readonly policies: CachePolicies;
+  readonly cache: CacheParts;
+  readonly reads: ReadService;
+}
+
+export function wireReads(
+  base: Base,
+  shared: SharedParts,
+  control: OperatorControl,
+  configInForce: ConfigInForce,
+  origin: Origin,
+): ReadParts {
+  const { options, config, logger, now, metrics, closers } = base;
+  const policies = new CachePolicies(config.cache, control.overrides());
+  control.onOverridesChange((overrides) => policies.setOverrides(overrides));
+  configInForce.onReload((file) => policies.setConfig(file.cache));
+  const cache = createCacheParts(config, shared.redis, shared.cacheHealth, now, logger);
+  closers.add('cache store', () => cache.store.close());
+  closers.add('fill coordinator', () => cache.coordinator.close());
+  const reads = createReadService({
+    store: cache.store,
+    l1: cache.l1,
+    coordinator: cache.coordinator,
+    policies,
+    keyPrefix: config.cache.keyPrefix,
+    fetch: origin,
+    // A follower waits about as long as the leader's upstream exchange may take.
+    coalesceWaitMs: config.upstream.timeout * 1000 + 1_000,
+    metrics,
+    purges: cache.purges,
+    refreshAhead: config.cache.refresh.ahead,
+    maxBackgroundRefreshes: config.cache.refresh.maxConcurrent,
+    prefetch: config.cache.prefetch,
+    now,
+    ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
+  });
+  return { policies, cache, reads };
+}

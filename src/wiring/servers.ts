@@ -1,0 +1,105 @@
+/**
+ * The two ports: the data plane with the Express fallback behind it on the client port, and the
+ * admin plane on its own (health, readiness, metrics and, with `ADMIN_TOKEN`, the operator API).
+ * One request-log middleware serves both Express planes.
+ */
+import type { Server } from 'node:http';
+import { messageOf } from '../errors/proxy-error.js';
+import { createHttpLog } from '../http/http-log.js';
+import { createHttpServer } from '../http/server.js';
+import { createRequestLog, type RequestLog } from '../observability/logger.js';
+import { createAdminApp } from '../planes/admin/admin-app.js';
+import { createDataPlane } from '../planes/data/data-plane.js';
+import { createFallbackApp } from '../planes/fallback-app.js';
+import { readinessOf } from './readiness.js';
+import type { Wired } from './wired.js';
+
+export interface Servers {
+  readonly server: Server;
+  readonly adminServer: Server;
+}
+
+type HttpLog = ReturnType<typeof createHttpLog>;
+
+export function wireServers(wired: Wired): Servers {
+  const requestLog = createRequestLog(wired.base.logger);
+  const httpLog = createHttpLog(wired.base.logger);
+  return { server: clientServer(wired, httpLog, requestLog), adminServer: adminServer(wired, httpLog, requestLog) };
+}
+
+function clientServer(
+  { base, lifecycle, credentials, upstream, reads }: Wired,
+  httpLog: HttpLog,
+  requestLog: RequestLog,
+): Server {
+  const { options, config, logger, metrics } = base;
+  const dataPlane = createDataPlane({
+    authenticator: credentials.authenticator,
+    limiter: credentials.limiter,
+    lists: credentials.lists,
+    policy: { requiredScope: config.auth.requiredScope, requiredModule: config.auth.requiredModule },
+    reads: reads.reads,
+    log: requestLog,
+    metrics,
+    yieldUnknownResources: upstream.passthrough !== undefined,
+    tracing: options.tracing,
+    // The message and the stack's first frames: a library error may carry a payload or a key.
+    onDefect: (error) =>
+      logger.error(
+        {
+          err: {
+            message: messageOf(error),
+            stack: error instanceof Error ? error.stack?.split('\n').slice(0, 4).join('\n') : undefined,
+          },
+        },
+        'defect',
+      ),
+  });
+  const fallback = createFallbackApp(upstream.passthrough?.handler, httpLog);
+  return createHttpServer(
+    function handleRequest(req, res) {
+      // The listener is closed while draining; a request on a kept-alive connection still arrives.
+      if (!lifecycle.admit(req, res)) return;
+      if (!dataPlane(req, res)) fallback(req, res);
+    },
+    { httpLog, requestLog },
+    { keepAliveTimeout: 65_000, requestTimeout: 60_000 },
+  );
+}
+
+function adminServer(wired: Wired, httpLog: HttpLog, requestLog: RequestLog): Server {
+  const { base, lifecycle, configInForce, shared, control, credentials, upstream, reads } = wired;
+  const { options, config, metrics, now } = base;
+  return createHttpServer(
+    createAdminApp({
+      readiness: readinessOf({
+        lifecycle,
+        lists: credentials.lists,
+        control,
+        config: configInForce,
+        breaker: upstream.breaker,
+        budget: upstream.budget,
+        store: reads.cache.store,
+        cacheHealth: shared.cacheHealth,
+        replicas: () => shared.replicaCount?.current() ?? config.rateLimit.replicas,
+      }),
+      metrics,
+      log: httpLog,
+      operator:
+        options.adminToken === undefined
+          ? undefined
+          : {
+              token: options.adminToken,
+              config: () => configInForce.current,
+              policies: reads.policies,
+              reads: reads.reads,
+              control,
+              budget: upstream.budget,
+              metrics,
+              cacheBytes: reads.cache.bytesByCompany,
+              now,
+            },
+    }),
+    { httpLog, requestLog },
+  );
+}
