@@ -59,11 +59,41 @@ export class RecentMap<K, V> {
   }
 
   set(key: K, value: V): void {
-    this.delete(key);
     const size = this.#sizeOf(value, key);
+    if (size <= this.#generationSize && this.#replaced(key, value, size)) return;
+    this.delete(key);
     if (size > this.#generationSize) return;
     this.#add(key, value, size);
     this.#onHeld?.(key, size);
+  }
+
+  /**
+   * A key held already takes its new value where it is, when that fits its generation: setting a
+   * held key again (a page refreshed, a copy confirmed) never turns a generation, so it never lets
+   * go of other entries that a turn would (a tier full of one company's pages would otherwise drop
+   * another's hot pages each time one of its own was refreshed).
+   */
+  #replaced(key: K, value: V, size: number): boolean {
+    const current = this.#current.get(key);
+    if (current !== undefined) {
+      const old = this.#sizeOf(current, key);
+      if (this.#currentSize - old + size > this.#generationSize) return false;
+      this.#current.set(key, value);
+      this.#currentSize += size - old;
+      this.#onHeld?.(key, -old);
+      this.#onHeld?.(key, size);
+      return true;
+    }
+    const previous = this.#previous.get(key);
+    // In the older generation, moved into the current one when it has room (as a lookup moves it).
+    if (previous === undefined || this.#currentSize + size <= this.#generationSize) return false;
+    const old = this.#sizeOf(previous, key);
+    if (this.#previousSize - old + size > this.#generationSize) return false;
+    this.#previous.set(key, value);
+    this.#previousSize += size - old;
+    this.#onHeld?.(key, -old);
+    this.#onHeld?.(key, size);
+    return true;
   }
 
   delete(key: K): void {

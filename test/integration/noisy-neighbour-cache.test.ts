@@ -7,7 +7,8 @@
  * from Redis: its own count, `slab_proxy_l1_lookups_total`, in rounds of B's alone, once the crawl
  * is over). And the same while A reads every page of its crawl twice, as an exporter that retries
  * or walks twice does: past the doorkeeper, A is held to its share of the tier's bytes
- * (docs/cache.md#company-shares). Real proxy, real sandbox.
+ * (docs/cache.md#company-shares). Every page fresh throughout: a miss is the crawl's doing, never a
+ * page's age. Real proxy, real sandbox.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
@@ -18,6 +19,15 @@ import { getWithToken, send } from '../helpers/http.js';
 import { parseExposition } from '../helpers/prometheus.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
+
+/**
+ * Every page fresh for the whole file (the shipped TTLs are 10–300 s): a page that went stale
+ * would miss the tier for that reason, not for the crawl's.
+ */
+const LONG_LIVED = {
+  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 },
+  resources: { movements: { ttl: 3600 }, warehouses: { ttl: 3600 } },
+};
 
 /** The in-process tier's bound: small against the crawl, room for B's hot pages and some more. */
 const TIER_BYTES = 256 * 1024;
@@ -99,7 +109,10 @@ async function l1HitShare(proxy: ProxyHandle, rounds: number): Promise<number> {
 describe("beside another company's crawl, the in-process store", () => {
   let proxy: ProxyHandle;
   beforeAll(async () => {
-    proxy = await startProxy({ upstreamUrl: sandbox.url, config: { cache: { memory: { maxBytes: TIER_BYTES } } } });
+    proxy = await startProxy({
+      upstreamUrl: sandbox.url,
+      config: { cache: { ...LONG_LIVED, memory: { maxBytes: TIER_BYTES } } },
+    });
   });
   afterAll(() => proxy.close());
 
@@ -130,7 +143,7 @@ describe("beside another company's crawl, the L1 in front of Redis", () => {
       upstreamUrl: sandbox.url,
       redisUrl: redis.url,
       adminToken: 'noisy-neighbour-admin-token-of-some-length',
-      config: { cache: { l1: { maxBytes: TIER_BYTES, ttl: 60 } } },
+      config: { cache: { ...LONG_LIVED, l1: { maxBytes: TIER_BYTES, ttl: 60 } } },
     });
   });
   afterAll(() => proxy.close());

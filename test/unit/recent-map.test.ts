@@ -19,6 +19,18 @@ describe('RecentMap', () => {
     expect([map.get('a'), map.get('d'), map.get('e'), map.get('f')]).toEqual([0, 3, 4, 5]);
   });
 
+  it("takes a held key's new value where it is: setting it again never lets others go", () => {
+    const map = new RecentMap<string, number>({ maxSize: 6 }); // generations of 3
+    for (const [i, key] of ['a', 'b', 'c'].entries()) map.set(key, i);
+    map.set('a', 10); // the current generation is full: replaced in place, no turn
+    map.set('d', 3); // the turn: (a, b, c) older, d current
+    map.set('b', 11); // held in the older one, the current has room: moved into it
+    map.set('e', 4); // current: d, b, e (full)
+    map.set('a', 12); // held in the older one, the current full: replaced there, no turn
+    expect([map.get('a'), map.get('b'), map.get('c'), map.get('d'), map.get('e')]).toEqual([12, 11, 2, 3, 4]);
+    expect(map.size).toBe(5);
+  });
+
   it('counts sizes: never holds more than its bound, and keeps nothing larger than a generation', () => {
     const map = new RecentMap<string, string>({ maxSize: 100, sizeOf: (value) => value.length });
     map.set('big', 'x'.repeat(51));
