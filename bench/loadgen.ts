@@ -27,6 +27,7 @@ import { fmt, fmtInt } from './lib/format.js';
 import { sandboxStats } from './lib/http.js';
 import { runWalkers, type WalkFigures } from './lib/load/walkers.js';
 import { LatencyHistogram } from './lib/stats.js';
+import { zipfPicker } from './lib/zipf.js';
 
 export interface LoadOptions {
   readonly targetUrl: string;
@@ -185,27 +186,6 @@ function readTargets(): string[] {
     }
   }
   return targets;
-}
-
-/** A skewed pick: index i with probability ∝ 1 / (i + 1) (Zipf, s = 1). */
-function zipfPicker(count: number): () => number {
-  const cumulative: number[] = [];
-  let total = 0;
-  for (let i = 0; i < count; i++) {
-    total += 1 / (i + 1);
-    cumulative.push(total);
-  }
-  return () => {
-    const x = Math.random() * total;
-    let low = 0;
-    let high = count - 1;
-    while (low < high) {
-      const mid = (low + high) >> 1;
-      if ((cumulative[mid] ?? total) < x) low = mid + 1;
-      else high = mid;
-    }
-    return low;
-  };
 }
 
 /** The answers of one second as they arrive. */

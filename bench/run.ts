@@ -61,6 +61,7 @@ import { runAllocation } from './phases/allocation.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
+import { freshnessSettings, runFreshness } from './phases/freshness.js';
 import { runHalfLoad } from './phases/half-load.js';
 import { type HitTarget, runHitPhase, type ServerName } from './phases/hits.js';
 import {
@@ -336,6 +337,8 @@ async function bench(): Promise<number> {
   const neighbour = await runNoisyNeighbour(neighbourProxy.url, sandbox.url, bearer);
   await stop(neighbourProxy.launched);
   say();
+  const freshness = await runFreshness(freshnessSettings(), nodeFlags);
+  say();
   const crowd = await runManyCredentials(manyCredentialsSettings());
   say();
 
@@ -405,6 +408,11 @@ async function bench(): Promise<number> {
     target: "noisy neighbour: B's cold misses beside A's storm: 0 refused, p99 ≤ 2× alone",
     figure: `${String(neighbour.beside.refused)} refused, p99 ${fmt(neighbour.beside.p99Ms, 0)} vs ${fmt(neighbour.alone.p99Ms, 0)} ms (${fmt(neighbour.beside.p99Ms / neighbour.alone.p99Ms)}×)`,
     pass: neighbour.pass,
+  });
+  list.push({
+    target: 'freshness on the live sandbox, the shipped TTLs (measured, the yardstick for other lifetimes)',
+    figure: `${fmt(freshness.staleShare * 100, 1)}% stale, staleness p99 ${fmt(freshness.p99Ms / 1000, 1)} s, ${fmtInt(freshness.upstreamPerMinute)} upstream requests/min`,
+    pass: undefined,
   });
   list.push({
     target: `many credentials: no batch over ${String(TARGET_BATCH_RATIO)}× the median, RSS < ${String(TARGET_RSS_MB)} MB`,

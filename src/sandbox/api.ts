@@ -17,26 +17,52 @@ import { bearerToken, type Credential } from './credentials.js';
 import type { Dataset, SandboxRecord } from './dataset.js';
 import { json } from './json.js';
 import { type ListQuery, readListQuery, readRecordQuery, recordId } from './query.js';
-import { type SeedResource, seedResource } from './resources.js';
+import { type ResourceName, type SeedResource, seedResource } from './resources.js';
 import type { Representations } from './validators.js';
 
 /** Checks a bearer token's signature and claims: the credential it stands for, or none. */
 export type TokenChecker = (token: string) => Promise<Credential | undefined>;
+
+/**
+ * When what a page shows last changed, in live mode (change-log.ts); `undefined` while live mode
+ * never started: the validators then date a page from when its body was first answered.
+ */
+export interface PageChanges {
+  list(
+    company: string,
+    resource: ResourceName,
+    query: ListQuery,
+    lastId: number | undefined,
+    hasMore: boolean,
+  ): number | undefined;
+  record(company: string, resource: ResourceName, id: number): number | undefined;
+}
 
 /** Seed §5.2: a record is the credential's when it belongs to the credential's company. */
 function owns(credential: Credential, record: SandboxRecord): boolean {
   return String(record.company_id) === credential.company;
 }
 
+/** A keyset page as answered, and the id of its last record. */
+interface KeysetPage {
+  readonly value: {
+    readonly data: readonly SandboxRecord[];
+    readonly meta: { readonly per_page: number; readonly has_more: boolean; readonly next_after_id: number | null };
+  };
+  readonly lastId: number | undefined;
+}
+
 export class SandboxApi {
   readonly #dataset: Dataset;
   readonly #checkToken: TokenChecker;
   readonly #representations: Representations;
+  readonly #changes: PageChanges | undefined;
 
-  constructor(dataset: Dataset, checkToken: TokenChecker, representations: Representations) {
+  constructor(dataset: Dataset, checkToken: TokenChecker, representations: Representations, changes?: PageChanges) {
     this.#dataset = dataset;
     this.#checkToken = checkToken;
     this.#representations = representations;
+    this.#changes = changes;
   }
 
   /** Answers a request for `path` (below the API prefix, without the query) and `search` (the query). */
@@ -63,13 +89,22 @@ export class SandboxApi {
     if (id === undefined) {
       const query = readListQuery(search, resource);
       if ('invalid' in query) return json(res, 400, { error: 'invalid_parameter', parameter: query.invalid });
-      return this.#representations.answer(req, res, page, this.#list(resource, credential, query));
+      const list = this.#list(resource, credential, query);
+      const changedAt = this.#changes?.list(
+        credential.company,
+        resource.name,
+        query,
+        list.lastId,
+        list.value.meta.has_more,
+      );
+      return this.#representations.answer(req, res, page, list.value, changedAt);
     }
     const refused = readRecordQuery(search);
     if (refused !== undefined) return json(res, 400, { error: 'invalid_parameter', parameter: refused.invalid });
     const record = this.#single(resource, credential, id);
     if (record === undefined) return json(res, 404, { error: 'not_found' });
-    this.#representations.answer(req, res, page, { data: record });
+    const changedAt = this.#changes?.record(credential.company, resource.name, record.id);
+    this.#representations.answer(req, res, page, { data: record }, changedAt);
   }
 
   async #authenticate(req: IncomingMessage): Promise<Credential | undefined> {
@@ -77,8 +112,8 @@ export class SandboxApi {
     return token === undefined ? undefined : this.#checkToken(token);
   }
 
-  /** Seed §4: a keyset page of the company's records, filtered, ordered by id. */
-  #list(resource: SeedResource, credential: Credential, query: ListQuery): unknown {
+  /** Seed §4: a keyset page of the company's records, filtered, ordered by id; and its last record's id. */
+  #list(resource: SeedResource, credential: Credential, query: ListQuery): KeysetPage {
     const page: SandboxRecord[] = [];
     let hasMore = false;
     for (const record of this.#dataset.get(resource.name) ?? []) {
@@ -92,12 +127,15 @@ export class SandboxApi {
     }
     const last = page[page.length - 1];
     return {
-      data: page,
-      meta: {
-        per_page: query.perPage,
-        has_more: hasMore,
-        next_after_id: hasMore && last !== undefined ? last.id : null,
+      value: {
+        data: page,
+        meta: {
+          per_page: query.perPage,
+          has_more: hasMore,
+          next_after_id: hasMore && last !== undefined ? last.id : null,
+        },
       },
+      lastId: last?.id,
     };
   }
 

@@ -1,14 +1,18 @@
 /**
  * The sandbox's control API under `/__sandbox/` (docs/sandbox.md, `SANDBOX_CONTROL=1`, tests only):
- * its counters and the requests it received, a reset, the fault switch, refusals, the rate limit and
- * the validators. A body it cannot take is a 400 naming what was wrong.
+ * its counters and the requests it received, a reset, the fault switch, refusals, the rate limit,
+ * the validators, and live mode (its rules, a change made now, the change log). A body it cannot
+ * take is a 400 naming what was wrong.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ArrivalRecorder } from './arrivals.js';
 import { FaultError, type FaultSwitch, parseFaults } from './faults.js';
 import { json } from './json.js';
+import type { LiveDataset } from './live.js';
+import { CHANGE_KINDS, type ChangeKind, LiveRuleError, parseLiveRules } from './live-rules.js';
 import type { RateLimitSwitch } from './rate-limit.js';
 import type { RequestLog } from './request-log.js';
+import { SEED_RESOURCES, seedResource } from './resources.js';
 import { parseValidatorSettings, type Representations, ValidatorError } from './validators.js';
 
 export const CONTROL_PREFIX = '/__sandbox/';
@@ -20,6 +24,7 @@ export interface ControlTargets {
   readonly faults: FaultSwitch;
   readonly rateLimit: RateLimitSwitch;
   readonly representations: Representations;
+  readonly live: LiveDataset;
   /** Stops listening for `ms` (`Sandbox.refuse`). */
   refuse(ms: number): Promise<void>;
 }
@@ -90,7 +95,73 @@ async function route(
     targets.representations.set(settings);
     return json(res, 200, settings);
   }
+  if (action.startsWith('live') || action.startsWith('changes')) return routeLive(req, res, action, targets.live);
   json(res, 404, { error: 'not_found' });
+}
+
+/** What live mode answers: `{running, startedAt, rules, changes}`. */
+function liveStatus(live: LiveDataset): unknown {
+  return { running: live.running, startedAt: live.startedAt ?? null, rules: live.rules, changes: live.log.size };
+}
+
+/** Live mode's routes: `live` (GET, PUT to start, DELETE to stop) and `changes` (GET the log, POST one now). */
+async function routeLive(req: IncomingMessage, res: ServerResponse, action: string, live: LiveDataset): Promise<void> {
+  const url = new URL(action, 'http://sandbox/');
+  const method = req.method;
+  if (url.pathname === '/live' && method === 'GET') return json(res, 200, liveStatus(live));
+  if (url.pathname === '/live' && method === 'PUT') {
+    const body = await readJson(req);
+    const rules = parseLiveRules(
+      body,
+      SEED_RESOURCES.map((r) => r.name),
+    );
+    const seed = typeof body === 'object' && body !== null && 'seed' in body ? Number(body.seed) : 1;
+    live.start(rules, Number.isInteger(seed) ? seed : 1);
+    return json(res, 200, liveStatus(live));
+  }
+  if (url.pathname === '/live' && method === 'DELETE') {
+    live.stop();
+    return json(res, 200, liveStatus(live));
+  }
+  if (url.pathname === '/changes' && method === 'GET') return json(res, 200, { changes: listChanges(url, live) });
+  if (url.pathname === '/changes' && method === 'POST') return changeNow(req, res, live);
+  json(res, 404, { error: 'not_found' });
+}
+
+/** `?since=<ms>&company=&resource=&limit=` (default: every change, at most 10,000). */
+function listChanges(url: URL, live: LiveDataset): unknown {
+  const since = Number(url.searchParams.get('since') ?? 0);
+  const limit = Number(url.searchParams.get('limit') ?? 10_000);
+  if (!Number.isFinite(since) || !Number.isInteger(limit) || limit < 1)
+    throw new LiveRuleError('since and limit must be numbers');
+  const company = url.searchParams.get('company') ?? undefined;
+  const resource = url.searchParams.get('resource') ?? undefined;
+  return live.log.list({
+    since,
+    limit,
+    ...(company !== undefined && { company }),
+    ...(resource !== undefined && { resource }),
+  });
+}
+
+/** `{resource, kind, id}` (update, move) or `{resource, kind: "append", company}`: one change now. */
+async function changeNow(req: IncomingMessage, res: ServerResponse, live: LiveDataset): Promise<void> {
+  const body = await readJson(req);
+  const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
+  const resource = seedResource(String(fields.resource));
+  if (resource === undefined) throw new LiveRuleError('resource: no such resource');
+  const kind = CHANGE_KINDS.find((known) => known === fields.kind);
+  if (kind === undefined) throw new LiveRuleError('kind: update, move or append');
+  const target = kind === 'append' ? fields.company : fields.id;
+  if (typeof target !== 'number' && typeof target !== 'string')
+    throw new LiveRuleError(kind === 'append' ? 'company: a company id' : 'id: a record id');
+  const change = live.change(
+    resource.name,
+    kind satisfies ChangeKind,
+    kind === 'append' ? String(target) : Number(target),
+  );
+  if (change === undefined) return json(res, 404, { error: 'not_found' });
+  json(res, 201, change);
 }
 
 /** Answers `action` (the target after `CONTROL_PREFIX`). */
@@ -103,7 +174,7 @@ export async function handleControl(
   try {
     await route(req, res, action, targets);
   } catch (error) {
-    const known = error instanceof FaultError || error instanceof ValidatorError;
+    const known = error instanceof FaultError || error instanceof ValidatorError || error instanceof LiveRuleError;
     json(res, 400, { error: known ? error.message : 'bad request' });
   }
 }

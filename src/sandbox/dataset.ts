@@ -33,7 +33,8 @@ function prng(seed: number): () => number {
   };
 }
 
-const TEXT_VALUES: Readonly<Record<string, readonly string[]>> = {
+/** The values a text filter takes, by `<resource>.<filter>` (a record's status moves among them: live.ts). */
+export const TEXT_VALUES: Readonly<Record<string, readonly string[]>> = {
   'fulfilments.status': ['pending', 'in_progress', 'fulfilled', 'cancelled'],
   'transfers.status': ['draft', 'in_transit', 'received', 'cancelled'],
   'stocktakes.status': ['planned', 'counting', 'completed'],
@@ -73,7 +74,8 @@ const ORDER: readonly ResourceName[] = [
   'remnants',
 ];
 
-const DOMAIN_FIELDS: Readonly<
+/** Each resource's own fields besides its filters and times (what an update of a record changes: live.ts). */
+export const DOMAIN_FIELDS: Readonly<
   Record<ResourceName, (random: () => number, id: number) => Record<string, string | number>>
 > = {
   warehouses: (r) => ({ name: `Warehouse ${Math.floor(r() * 90) + 10}`, capacity_slabs: Math.floor(r() * 900) + 100 }),

@@ -3,7 +3,8 @@
  * load test and the benchmarks. Settings: SANDBOX_PORT (8081), SANDBOX_HOST (127.0.0.1),
  * SANDBOX_RATE_LIMIT (requests per second before 429; 0 turns it off; default 1000),
  * SANDBOX_CONTROL (1: the test-only fault switch and counters under /__sandbox/), SANDBOX_SEED,
- * SANDBOX_VALIDATORS (`etag,last-modified`, `etag`, `last-modified` or `none`), and the proxy's own
+ * SANDBOX_VALIDATORS (`etag,last-modified`, `etag`, `last-modified` or `none`), SANDBOX_LIVE (live
+ * mode from the start: `mixed`, or the rules as JSON; docs/sandbox.md#live-mode), and the proxy's own
  * key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
  * JWT_AUDIENCE; the development secret when none is set).
  */
@@ -14,6 +15,8 @@ import { DEV_SECRET, mintDevToken } from '../cli/dev-credentials.js';
 import { ConfigError, loadEnv } from '../config/load.js';
 import { messageOf } from '../errors/proxy-error.js';
 import type { SandboxKeys } from './credentials.js';
+import { type ChangeRule, LiveRuleError, parseLiveRules } from './live-rules.js';
+import { SEED_RESOURCES } from './resources.js';
 import { createSandbox } from './server.js';
 import { ALL_VALIDATORS, type ValidatorSettings, validatorsFromText } from './validators.js';
 
@@ -23,6 +26,24 @@ function validatorsVar(): ValidatorSettings {
   const settings = validatorsFromText(text);
   if (settings === undefined) throw new ConfigError('SANDBOX_VALIDATORS', 'must be etag, last-modified, both or none');
   return settings;
+}
+
+/** `SANDBOX_LIVE`: `mixed` (the preset), or `{"rules": [...]}` as JSON; unset: live mode off. */
+function liveVar(): readonly ChangeRule[] | undefined {
+  const text = process.env.SANDBOX_LIVE;
+  if (text === undefined || text === '') return undefined;
+  try {
+    const body: unknown = text.trim() === 'mixed' ? { preset: 'mixed' } : JSON.parse(text);
+    return parseLiveRules(
+      body,
+      SEED_RESOURCES.map((resource) => resource.name),
+    );
+  } catch (error) {
+    throw new ConfigError(
+      'SANDBOX_LIVE',
+      error instanceof LiveRuleError ? error.message : 'must be mixed or JSON rules',
+    );
+  }
 }
 
 function integerVar(name: string, fallback: number): number {
@@ -45,6 +66,7 @@ const SANDBOX_COMMAND: Command = {
     '  SANDBOX_SEED (20261122)                         the data seed',
     '  SANDBOX_VALIDATORS (etag,last-modified)         validators sent and conditional requests answered 304:',
     '                                                  etag, last-modified, both (comma-separated) or none',
+    '  SANDBOX_LIVE                                    live mode from the start: mixed, or {"rules": [...]} as JSON',
     '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET, JWT_ALGORITHMS, JWT_ISSUER, JWT_AUDIENCE',
     '                                                  token keys as the proxy reads them; none: the development secret',
   ].join('\n'),
@@ -61,6 +83,7 @@ async function run(): Promise<void> {
       : { ...env.keySource, ...(env.jwtAlgorithms !== undefined && { algorithms: env.jwtAlgorithms }) };
   const port = integerVar('SANDBOX_PORT', 8081);
   if (port > 65_535) throw new ConfigError('SANDBOX_PORT', 'must be a port number');
+  const live = liveVar();
   const sandbox = createSandbox({
     keys,
     ...(env.jwtIssuer !== undefined && { issuer: env.jwtIssuer }),
@@ -69,6 +92,7 @@ async function run(): Promise<void> {
     control: process.env.SANDBOX_CONTROL === '1' || process.env.SANDBOX_CONTROL === 'true',
     seed: integerVar('SANDBOX_SEED', 20_261_122),
     validators: validatorsVar(),
+    ...(live !== undefined && { live }),
   });
   const url = await sandbox.listen(port, process.env.SANDBOX_HOST ?? '127.0.0.1');
   const lines = [`sandbox system of record listening on ${url}`];

@@ -19,7 +19,9 @@
  * (`arrivals.ts`), and the trace headers they carried (`traceparent`, `tracestate`, `X-Request-Id`:
  * how tests see what reaches the upstream, `request-log.ts`). Refusing connections is `listener.ts`.
  * Pages and records carry validators and conditional requests get 304s, switchable
- * (`validators.ts`). This file wires them together and owns the server.
+ * (`validators.ts`). In live mode (`live.ts`, off by default) records change at configured rates,
+ * each change logged with its time (`change-log.ts`). This file wires them together and owns the
+ * server.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -32,6 +34,8 @@ import { answerFault } from './fault-answer.js';
 import { FaultSwitch } from './faults.js';
 import { json } from './json.js';
 import { Listener } from './listener.js';
+import { LiveDataset } from './live.js';
+import type { ChangeRule } from './live-rules.js';
 import { RateLimitSwitch } from './rate-limit.js';
 import { type ReceivedRequest, RequestLog } from './request-log.js';
 import { API_PREFIX } from './resources.js';
@@ -53,11 +57,16 @@ export interface SandboxOptions {
   readonly seed?: number;
   /** Which validators pages carry and which conditional requests are evaluated (default: both). */
   readonly validators?: ValidatorSettings;
+  /** Live mode from the start (live.ts): records change by these rules. Off by default. */
+  readonly live?: readonly ChangeRule[];
 }
 
 export interface Sandbox {
   readonly server: Server;
+  /** The records as they are now (live mode changes them in place). */
   readonly dataset: Dataset;
+  /** Live mode: its rules, its changes and their log. */
+  readonly live: LiveDataset;
   readonly faults: FaultSwitch;
   /** Listens and resolves the base URL (`http://127.0.0.1:<port>`). */
   listen(port?: number, host?: string): Promise<string>;
@@ -141,7 +150,8 @@ function settle(res: ServerResponse, promise: Promise<void>): void {
 }
 
 export function createSandbox(options: SandboxOptions): Sandbox {
-  const dataset = options.seed === undefined ? generateDataset() : generateDataset(options.seed);
+  const live = new LiveDataset(options.seed === undefined ? generateDataset() : generateDataset(options.seed));
+  if (options.live !== undefined) live.start(options.live, options.seed);
   const checkToken = credentialChecker({
     keys: options.keys,
     issuer: options.issuer,
@@ -159,7 +169,16 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     requests: control ? requests : undefined,
     rateLimit,
     faults,
-    api: new SandboxApi(dataset, checkToken, representations),
+    api: new SandboxApi(live.dataset, checkToken, representations, {
+      list: (company, resource, query, lastId, hasMore) =>
+        live.startedAt === undefined
+          ? undefined
+          : Math.max(live.startedAt, live.log.listChangedAt(company, resource, query, lastId, hasMore) ?? 0),
+      record: (company, resource, id) =>
+        live.startedAt === undefined
+          ? undefined
+          : Math.max(live.startedAt, live.log.recordChangedAt(company, resource, id) ?? 0),
+    }),
   };
   const server = createServer((req, res) => {
     const target = req.url ?? '/';
@@ -176,12 +195,14 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     faults,
     rateLimit,
     representations,
+    live,
     refuse: (ms) => listener.refuse(ms),
   };
 
   return {
     server,
-    dataset,
+    dataset: live.dataset,
+    live,
     faults,
     listen: (port = 0, host = '127.0.0.1') => listener.listen(port, host),
     get url() {
@@ -196,6 +217,9 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     setValidators: (settings) => representations.set(settings),
     refuse: (ms) => listener.refuse(ms),
     accept: () => listener.accept(),
-    close: () => listener.close(),
+    close() {
+      live.stop();
+      return listener.close();
+    },
   };
 }

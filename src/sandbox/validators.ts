@@ -96,14 +96,16 @@ export class Representations {
   /**
    * Answers 200 with `value` as JSON and its validators, or 304 when the request's preconditions
    * say the client has it (RFC 9110 §13.2.2: If-None-Match first; If-Modified-Since only without
-   * one, and only for GET and HEAD). `page` names the representation: the company and the target.
+   * one, and only for GET and HEAD). `page` names the representation: the company and the target;
+   * `changedAt`, when live mode knows it (live.ts), when what the page shows last changed.
    */
-  answer(req: IncomingMessage, res: ServerResponse, page: string, value: unknown): void {
+  answer(req: IncomingMessage, res: ServerResponse, page: string, value: unknown, changedAt?: number): void {
     const body = Buffer.from(JSON.stringify(value));
     const { etag: sendEtag, lastModified: sendLastModified } = this.#settings;
     const hash = createHash('sha256').update(body).digest('hex');
     const tag = `"${hash.slice(0, 32)}"`;
-    const since = this.#lastChange(page, hash);
+    // HTTP dates are whole seconds (RFC 9110 §5.6.7).
+    const since = changedAt === undefined ? this.#lastChange(page, hash) : Math.floor(changedAt / 1000) * 1000;
     const lastModified = new Date(since).toUTCString();
     const headers: Record<string, string> = {};
     if (sendEtag) headers.etag = tag;

@@ -1,0 +1,118 @@
+/**
+ * How stale an answer is, judged against the live sandbox's change log (docs/sandbox.md#live-mode):
+ * the time since the oldest change it does not reflect was made, 0 when it reflects every change
+ * made before it was served. A change to a record is reflected when the answer holds that record as
+ * of the change or later (`updated_at`), or, for a record the change took out of the page (a status
+ * moved away from the page's filter), when the answer does not hold it as it was before.
+ */
+
+/** A change as `GET /__sandbox/changes` lists it (the fields judged here). */
+export interface LoggedChange {
+  readonly seq: number;
+  readonly at: number;
+  readonly company: string;
+  readonly resource: string;
+  readonly id: number;
+  readonly after: Readonly<Record<string, unknown>>;
+}
+
+/** An answer as a reader got it: what it asked, when it had the answer, and the body. */
+export interface Answered {
+  readonly company: string;
+  readonly resource: string;
+  /** `list` with its filters and cursor, or one record by id. */
+  readonly read:
+    | { readonly kind: 'list'; readonly filters: ReadonlyArray<readonly [string, string]>; readonly afterId: number }
+    | { readonly kind: 'record'; readonly id: number };
+  readonly servedAt: number;
+  readonly body: unknown;
+}
+
+interface PageRecord {
+  readonly id: number;
+  readonly updated_at?: unknown;
+}
+
+function recordsOf(body: unknown): { readonly records: readonly PageRecord[]; readonly hasMore: boolean } {
+  if (typeof body !== 'object' || body === null || !('data' in body)) return { records: [], hasMore: false };
+  const data = body.data;
+  const hasMore =
+    'meta' in body && typeof body.meta === 'object' && body.meta !== null && 'has_more' in body.meta
+      ? body.meta.has_more === true
+      : false;
+  const list = Array.isArray(data) ? data : [data];
+  return {
+    records: list.filter(
+      (r): r is PageRecord => typeof r === 'object' && r !== null && typeof (r as PageRecord).id === 'number',
+    ),
+    hasMore,
+  };
+}
+
+/** Whether the record as changed belongs on the page (its filters, past its cursor, within its range). */
+function belongs(answer: Answered, change: LoggedChange, lastId: number | undefined, hasMore: boolean): boolean {
+  if (answer.read.kind === 'record') return change.id === answer.read.id;
+  if (change.id <= answer.read.afterId || (hasMore && lastId !== undefined && change.id > lastId)) return false;
+  return answer.read.filters.every(([name, value]) => String(change.after[name]) === value);
+}
+
+/** Whether the page may show the record at all: its id on the page's range (a record page: its own). */
+function inRange(answer: Answered, change: LoggedChange, lastId: number | undefined, hasMore: boolean): boolean {
+  if (answer.read.kind === 'record') return change.id === answer.read.id;
+  return change.id > answer.read.afterId && !(hasMore && lastId !== undefined && change.id > lastId);
+}
+
+/** Ms since the oldest change made before the answer and not reflected in it; 0 when none. */
+export function staleness(answer: Answered, changes: readonly LoggedChange[]): number {
+  const { records, hasMore } = recordsOf(answer.body);
+  const held = new Map(records.map((record) => [record.id, record]));
+  const lastId = records.at(-1)?.id;
+  let oldest: number | undefined;
+  for (const change of changes) {
+    if (change.at > answer.servedAt || change.company !== answer.company || change.resource !== answer.resource)
+      continue;
+    if (!inRange(answer, change, lastId, hasMore)) continue;
+    const record = held.get(change.id);
+    const changedAt = String(change.after.updated_at ?? '');
+    const reflected =
+      record === undefined ? !belongs(answer, change, lastId, hasMore) : String(record.updated_at ?? '') >= changedAt;
+    if (!reflected && (oldest === undefined || change.at < oldest)) oldest = change.at;
+  }
+  return oldest === undefined ? 0 : answer.servedAt - oldest;
+}
+
+/** The change log, read from the sandbox as it grows, by company and resource. */
+export class ChangeFeed {
+  readonly #fetchSince: (since: number) => Promise<readonly LoggedChange[]>;
+  readonly #byCollection = new Map<string, LoggedChange[]>();
+  /** The last change read: its place in the log and its time. */
+  #lastSeq = 0;
+  #lastAt = 0;
+
+  /** `fetchSince(ms)`: the changes made after `ms` (`GET /__sandbox/changes?since=`). */
+  constructor(fetchSince: (since: number) => Promise<readonly LoggedChange[]>) {
+    this.#fetchSince = fetchSince;
+  }
+
+  /** Reads the changes made since the last read (from a millisecond before it: none is missed, none kept twice). */
+  async update(): Promise<void> {
+    const changes = await this.#fetchSince(Math.max(0, this.#lastAt - 1));
+    for (const change of changes) {
+      if (change.seq <= this.#lastSeq) continue;
+      const key = `${change.company}\n${change.resource}`;
+      let list = this.#byCollection.get(key);
+      if (list === undefined) {
+        list = [];
+        this.#byCollection.set(key, list);
+      }
+      list.push(change);
+      this.#lastSeq = change.seq;
+      this.#lastAt = Math.max(this.#lastAt, change.at);
+    }
+  }
+
+  /** The changes of one company's collection read so far. */
+  of(company: string, resource: string): readonly LoggedChange[] {
+    return this.#byCollection.get(`${company}\n${resource}`) ?? [];
+  }
+}

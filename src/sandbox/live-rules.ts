@@ -1,0 +1,91 @@
+/**
+ * The rules of the sandbox's live mode (docs/sandbox.md#live-mode): which records change, how and
+ * how often. A rule is `{resource, kind, everyMs, share?, company?}`:
+ *
+ * - `update`: a field of each chosen record changes (a number of its own, and `updated_at`);
+ * - `move`: a chosen record's status (a filter with a vocabulary, or `active`) takes another value,
+ *   so that it leaves one filtered list and joins another (falls back to `update` where the resource
+ *   has no such filter);
+ * - `append`: a new record is added at the end of the company's collection;
+ *
+ * each chosen record changing once every `everyMs` (for `append`, one new record per company every
+ * `everyMs`); `share` (0–1, default 1) of the resource's records are chosen, the same ones for a
+ * seed; `company` (default every company) narrows a rule to one.
+ */
+import type { ResourceName } from './resources.js';
+import { seedResource } from './resources.js';
+
+export const CHANGE_KINDS = ['update', 'move', 'append'] as const;
+export type ChangeKind = (typeof CHANGE_KINDS)[number];
+
+export interface ChangeRule {
+  readonly resource: ResourceName;
+  readonly kind: ChangeKind;
+  readonly everyMs: number;
+  readonly share: number;
+  readonly company: string | undefined;
+}
+
+export class LiveRuleError extends Error {}
+
+/**
+ * The workload of the `mixed` preset: in every resource, 5% of the records change every 3 s and 20%
+ * every minute (their statuses too where they have one), the rest never; and a new movement every
+ * 5 s in each company.
+ */
+export function mixedWorkload(resources: readonly ResourceName[]): ChangeRule[] {
+  return [
+    ...resources.flatMap((resource) => [
+      { resource, kind: 'update' as const, everyMs: 3_000, share: 0.05, company: undefined },
+      { resource, kind: 'move' as const, everyMs: 60_000, share: 0.2, company: undefined },
+    ]),
+    { resource: 'movements', kind: 'append', everyMs: 5_000, share: 1, company: undefined },
+  ];
+}
+
+function field(rule: Record<string, unknown>, name: string): unknown {
+  return rule[name];
+}
+
+/** One rule from a JSON body, checked. */
+function parseRule(input: unknown, index: number): ChangeRule {
+  const at = `rules[${String(index)}]`;
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new LiveRuleError(`${at} must be an object`);
+  const rule = input as Record<string, unknown>;
+  for (const key of Object.keys(rule))
+    if (!['resource', 'kind', 'everyMs', 'share', 'company'].includes(key))
+      throw new LiveRuleError(`${at}: unknown member ${key}`);
+  const resource = seedResource(String(field(rule, 'resource')));
+  if (resource === undefined) throw new LiveRuleError(`${at}.resource: no such resource`);
+  const kind = field(rule, 'kind');
+  if (!CHANGE_KINDS.some((known) => known === kind)) throw new LiveRuleError(`${at}.kind: update, move or append`);
+  const everyMs = field(rule, 'everyMs');
+  if (typeof everyMs !== 'number' || !Number.isInteger(everyMs) || everyMs < 100 || everyMs > 86_400_000)
+    throw new LiveRuleError(`${at}.everyMs: an integer from 100 to 86400000`);
+  const share = field(rule, 'share') ?? 1;
+  if (typeof share !== 'number' || !(share > 0 && share <= 1))
+    throw new LiveRuleError(`${at}.share: above 0, at most 1`);
+  const company = field(rule, 'company');
+  if (company !== undefined && typeof company !== 'string' && typeof company !== 'number')
+    throw new LiveRuleError(`${at}.company: a company id`);
+  return {
+    resource: resource.name,
+    kind: kind as ChangeKind,
+    everyMs,
+    share,
+    company: company === undefined ? undefined : String(company),
+  };
+}
+
+/** `{"rules": [...]}` or `{"preset": "mixed"}`, from the control API or `SANDBOX_LIVE`. */
+export function parseLiveRules(input: unknown, resources: readonly ResourceName[]): ChangeRule[] {
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new LiveRuleError('live mode takes {"rules": [...]} or {"preset": "mixed"}');
+  const body = input as Record<string, unknown>;
+  if (body.preset === 'mixed' && body.rules === undefined) return mixedWorkload(resources);
+  if (!Array.isArray(body.rules) || body.preset !== undefined)
+    throw new LiveRuleError('live mode takes {"rules": [...]} or {"preset": "mixed"}');
+  if (body.rules.length > 100) throw new LiveRuleError('at most 100 rules');
+  return body.rules.map((rule, index) => parseRule(rule, index));
+}
