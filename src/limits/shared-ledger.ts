@@ -20,8 +20,8 @@
  * the ledger is whole again before it grants anything.
  *
  * Grants open before `open` once the ledger counts every replica's slots: while grants are closed,
- * each replica that has registered in the epoch (or is of it already) is marked present, and when
- * as many replicas that were in the fleet before are present as the most replicas any of them has
+ * each replica that has registered in the epoch (or is of it already) is marked present, and once
+ * the present replicas that were in the fleet before reach the most replicas any of them has
  * counted (`platform/replica-count.ts`: the highest count of the last minutes), no replica can hold
  * a slot the ledger lacks, and grants open at once. A replica that died recently keeps that count
  * up, and the window then runs its whole length. A replica that never registered in any epoch

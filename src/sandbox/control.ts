@@ -9,7 +9,7 @@ import type { ArrivalRecorder } from './arrivals.js';
 import { FaultError, type FaultSwitch, parseFaults } from './faults.js';
 import { json } from './json.js';
 import type { LiveDataset } from './live.js';
-import { CHANGE_KINDS, type ChangeKind, LiveRuleError, parseLiveRules } from './live-rules.js';
+import { CHANGE_KINDS, type ChangeKind, isJsonObject, LiveRuleError, parseLiveRules } from './live-rules.js';
 import type { RateLimitSwitch } from './rate-limit.js';
 import type { RequestLog } from './request-log.js';
 import { SEED_RESOURCES, seedResource } from './resources.js';
@@ -147,7 +147,7 @@ function listChanges(url: URL, live: LiveDataset): unknown {
 /** `{resource, kind, id}` (update, move) or `{resource, kind: "append", company}`: one change now. */
 async function changeNow(req: IncomingMessage, res: ServerResponse, live: LiveDataset): Promise<void> {
   const body = await readJson(req);
-  const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
+  const fields = isJsonObject(body) ? body : {};
   const resource = seedResource(String(fields.resource));
   if (resource === undefined) throw new LiveRuleError('resource: no such resource');
   const kind = CHANGE_KINDS.find((known) => known === fields.kind);

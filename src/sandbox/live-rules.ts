@@ -43,6 +43,11 @@ export function mixedWorkload(resources: readonly ResourceName[]): ChangeRule[] 
   ];
 }
 
+/** A JSON object, its members unread. */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 function field(rule: Record<string, unknown>, name: string): unknown {
   return rule[name];
 }
@@ -50,16 +55,15 @@ function field(rule: Record<string, unknown>, name: string): unknown {
 /** One rule from a JSON body, checked. */
 function parseRule(input: unknown, index: number): ChangeRule {
   const at = `rules[${String(index)}]`;
-  if (typeof input !== 'object' || input === null || Array.isArray(input))
-    throw new LiveRuleError(`${at} must be an object`);
-  const rule = input as Record<string, unknown>;
+  if (!isJsonObject(input)) throw new LiveRuleError(`${at} must be an object`);
+  const rule = input;
   for (const key of Object.keys(rule))
     if (!['resource', 'kind', 'everyMs', 'share', 'company'].includes(key))
       throw new LiveRuleError(`${at}: unknown member ${key}`);
   const resource = seedResource(String(field(rule, 'resource')));
   if (resource === undefined) throw new LiveRuleError(`${at}.resource: no such resource`);
-  const kind = field(rule, 'kind');
-  if (!CHANGE_KINDS.some((known) => known === kind)) throw new LiveRuleError(`${at}.kind: update, move or append`);
+  const kind = CHANGE_KINDS.find((known) => known === field(rule, 'kind'));
+  if (kind === undefined) throw new LiveRuleError(`${at}.kind: update, move or append`);
   const everyMs = field(rule, 'everyMs');
   if (typeof everyMs !== 'number' || !Number.isInteger(everyMs) || everyMs < 100 || everyMs > 86_400_000)
     throw new LiveRuleError(`${at}.everyMs: an integer from 100 to 86400000`);
@@ -71,7 +75,7 @@ function parseRule(input: unknown, index: number): ChangeRule {
     throw new LiveRuleError(`${at}.company: a company id`);
   return {
     resource: resource.name,
-    kind: kind as ChangeKind,
+    kind,
     everyMs,
     share,
     company: company === undefined ? undefined : String(company),
@@ -80,9 +84,8 @@ function parseRule(input: unknown, index: number): ChangeRule {
 
 /** `{"rules": [...]}` or `{"preset": "mixed"}`, from the control API or `SANDBOX_LIVE`. */
 export function parseLiveRules(input: unknown, resources: readonly ResourceName[]): ChangeRule[] {
-  if (typeof input !== 'object' || input === null || Array.isArray(input))
-    throw new LiveRuleError('live mode takes {"rules": [...]} or {"preset": "mixed"}');
-  const body = input as Record<string, unknown>;
+  if (!isJsonObject(input)) throw new LiveRuleError('live mode takes {"rules": [...]} or {"preset": "mixed"}');
+  const body = input;
   if (body.preset === 'mixed' && body.rules === undefined) return mixedWorkload(resources);
   if (!Array.isArray(body.rules) || body.preset !== undefined)
     throw new LiveRuleError('live mode takes {"rules": [...]} or {"preset": "mixed"}');

@@ -16,8 +16,6 @@ const TICK_MS = 50;
 /** Ids of a resource stay within its own hundred thousand (dataset.ts): appends stop short of the next. */
 const ID_SPAN = 100_000;
 
-type MutableRecord = Record<string, string | number | boolean | null>;
-
 /** A rule's targets and how many changes it owes. */
 interface Plan {
   readonly rule: ChangeRule;
@@ -131,7 +129,7 @@ export class LiveDataset {
     const id = last.id + 1;
     if (Math.floor(id / ID_SPAN) !== Math.floor(last.id / ID_SPAN)) return undefined;
     const stamp = new Date(at).toISOString();
-    const after = { ...template, id, created_at: stamp, updated_at: stamp } as SandboxRecord;
+    const after: SandboxRecord = { ...template, id, created_at: stamp, updated_at: stamp };
     records.push(after);
     return this.#log.add({ at, company, resource, id, kind: 'append', before: null, after });
   }
@@ -150,10 +148,12 @@ export class LiveDataset {
 
 /** A record with its first number of its own (`DOMAIN_FIELDS`) one more, and `updated_at` now. */
 function updated(resource: ResourceName, record: SandboxRecord, at: number): SandboxRecord {
-  const next: MutableRecord = { ...record, updated_at: new Date(at).toISOString() };
   const own = Object.keys(DOMAIN_FIELDS[resource](() => 0, record.id)).find((name) => typeof record[name] === 'number');
-  if (own !== undefined) next[own] = Number(record[own]) + 1;
-  return next as SandboxRecord;
+  return {
+    ...record,
+    updated_at: new Date(at).toISOString(),
+    ...(own !== undefined && { [own]: Number(record[own]) + 1 }),
+  };
 }
 
 /** A record whose status (a filter with a vocabulary, or `active`) takes the next value; else `updated`. */
@@ -166,8 +166,7 @@ function moved(resource: ResourceName, record: SandboxRecord, at: number): Sandb
     if (filter === 'active' && typeof value === 'boolean') next = !value;
     else if (vocabulary !== undefined && typeof value === 'string')
       next = vocabulary[(vocabulary.indexOf(value) + 1) % vocabulary.length];
-    if (next !== undefined)
-      return { ...record, [filter]: next, updated_at: new Date(at).toISOString() } as SandboxRecord;
+    if (next !== undefined) return { ...record, [filter]: next, updated_at: new Date(at).toISOString() };
   }
   return updated(resource, record, at);
 }
