@@ -27,6 +27,24 @@ import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
  */
 export type Revalidation = 'not_modified' | 'identical' | 'modified';
 
+/**
+ * What one fill from the upstream learnt about its page, for whoever keeps the pages' change
+ * history (docs/cache.md#freshness-advice): a first fill (`filled`: nothing was held), or a
+ * refresh of the entry held and what the upstream said of it.
+ */
+export interface FillObservation {
+  readonly address: CacheAddress;
+  readonly outcome: Revalidation | 'filled';
+  /** The entry refreshed: when it was stored (or last confirmed) and what it held. */
+  readonly previous: CacheEntry | undefined;
+  /** The upstream's `Last-Modified` in this answer (or kept from the entry on a 304 without one). */
+  readonly lastModified: string | undefined;
+  /** Body bytes the upstream sent (0 for a 304). */
+  readonly bytes: number;
+  /** When the answer came, ms since the epoch. */
+  readonly at: number;
+}
+
 /** The result of one fill, as every request waiting on it sees it. */
 export type Fill =
   | {
@@ -54,6 +72,8 @@ export interface FillerOptions {
   readonly coalesceWaitMs: number;
   readonly now: () => number;
   readonly metrics?: Pick<Metrics, 'revalidation'> | undefined;
+  /** Told of every fill the upstream answered with a cacheable page or a 304. */
+  readonly onFill?: ((observation: FillObservation) => void) | undefined;
 }
 
 /** Times a replica waits on another replica's lease before fetching regardless. */
@@ -271,6 +291,7 @@ export class Filler {
         etag: notModified.etag ?? held.upstreamEtag,
         lastModified: notModified.lastModified ?? held.lastModified,
       });
+      this.#observe(address, 'not_modified', held, fresher.lastModified, 0);
       return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs, standingIn);
     }
     const { answer } = outcome;
@@ -284,6 +305,7 @@ export class Filler {
     // compressed or written but the times.
     if (held !== undefined && isSameAnswer(held, answer)) {
       const fresher = freshened(held, policy, now(), { etag: answer.etag, lastModified: answer.lastModified });
+      this.#observe(address, 'identical', held, answer.lastModified, answer.body.length);
       return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, standingIn);
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
@@ -293,6 +315,7 @@ export class Filler {
     const stored = storable && (await store.save(address, entry));
     if (stored || (storable && standingIn)) l1?.set(address.key, entry);
     if (held !== undefined) metrics?.revalidation('modified');
+    this.#observe(address, held === undefined ? 'filled' : 'modified', held, answer.lastModified, answer.body.length);
     return {
       kind: 'entry',
       entry,
@@ -301,6 +324,16 @@ export class Filler {
       collapsed: false,
       revalidation: held === undefined ? undefined : 'modified',
     };
+  }
+
+  #observe(
+    address: CacheAddress,
+    outcome: FillObservation['outcome'],
+    previous: CacheEntry | undefined,
+    lastModified: string | undefined,
+    bytes: number,
+  ): void {
+    this.#options.onFill?.({ address, outcome, previous, lastModified, bytes, at: this.#options.now() });
   }
 
   /**

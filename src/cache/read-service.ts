@@ -27,7 +27,7 @@ import { BackgroundRefresher } from './background-refresher.js';
 import { type CacheAddress, groupTag } from './cache-key.js';
 import type { FillCoordinator } from './coordinator.js';
 import type { CacheEntry } from './entry.js';
-import { type Fill, Filler, unaskedNotModified } from './fill.js';
+import { type Fill, Filler, type FillObservation, unaskedNotModified } from './fill.js';
 import { FillTable, type Joined } from './fill-table.js';
 import type { L1Cache } from './l1.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
@@ -68,6 +68,8 @@ export interface ReadServiceOptions {
   readonly coalesceWaitMs: number;
   readonly now?: () => number;
   readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup' | 'revalidation' | 'prefetch'>;
+  /** Told of every fill the upstream answered with a cacheable page or a 304 (fill.ts). */
+  readonly onFill?: (observation: FillObservation) => void;
   /** Background refreshes and their failures, for tests and metrics. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** How purges reach the other replicas (default: this process only). */
