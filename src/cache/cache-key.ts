@@ -39,6 +39,27 @@ export interface CacheAddress {
   readonly generationKey: string;
   /** The cluster-wide coalescing lease for this key. */
   readonly leaseKey: string;
+  /**
+   * The keys of the invalidation marks this page answers to (docs/cache.md#soft-invalidation): a
+   * list page the group's list mark; a record page the group's whole-resource mark and its
+   * record's own.
+   */
+  readonly markKeys: readonly string[];
+}
+
+/** The marks an invalidation sets (docs/cache.md#soft-invalidation), all in the group's hash slot. */
+export interface MarkKeys {
+  /** Set by every invalidation of the group: any change may move a record into or out of a list. */
+  readonly lists: string;
+  /** Set by an invalidation of the whole resource: every record page answers to it. */
+  readonly all: string;
+  /** Set by an invalidation of one record. */
+  record(id: string): string;
+}
+
+export function markKeys(prefix: string, group: CacheGroup): MarkKeys {
+  const base = `${prefix}:${groupTag(group)}:mark`;
+  return { lists: `${base}:lists`, all: `${base}:all`, record: (id) => `${base}:id:${id}` };
 }
 
 export function groupTag(group: CacheGroup): string {
@@ -51,7 +72,8 @@ export function generationKey(prefix: string, group: CacheGroup): string {
 
 /**
  * The partition segment. `co` (the company shares), `em.<id>` or `em-` (per employee; `em-` for
- * tokens without one), `cr.<base64url>` (per credential). None of them can equal `gen` or `lease`.
+ * tokens without one), `cr.<base64url>` (per credential). None of them can equal `gen`, `lease` or
+ * `mark`.
  */
 export function partitionSegment(partition: Partition, principal: Principal): string {
   switch (partition) {
@@ -73,12 +95,14 @@ export function cacheAddress(
   const group: CacheGroup = { company: principal.company, resource: read.resource.name };
   const tag = groupTag(group);
   const rest = `${partitionSegment(partition, principal)}:${read.kind === 'list' ? `list:${read.query}` : `id:${read.id ?? ''}`}`;
+  const marks = markKeys(prefix, group);
   return {
     group,
     tag,
     key: `${prefix}:${tag}:${rest}`,
     generationKey: `${prefix}:${tag}:gen`,
     leaseKey: `${prefix}:${tag}:lease:${rest}`,
+    markKeys: read.kind === 'list' ? [marks.lists] : [marks.all, marks.record(read.id ?? '')],
   };
 }
 

@@ -75,6 +75,11 @@ export interface CacheEntry {
   readonly lastModified?: string | undefined;
   /** Fetched ahead of a walker (a prefetch) and, as far as this copy knows, taken by no request yet. */
   readonly ahead?: boolean | undefined;
+  /**
+   * The page's invalidation marks when the upstream was asked (docs/cache.md#soft-invalidation);
+   * absent when it had none. Marks set since make the entry stale, not a miss.
+   */
+  readonly mark?: string | undefined;
 }
 
 interface Header {
@@ -87,6 +92,8 @@ interface Header {
   /** The upstream's ETag and Last-Modified, when it sent them. */
   readonly ue?: string;
   readonly lm?: string;
+  /** The invalidation marks the entry was filled under. */
+  readonly k?: string;
 }
 
 /** A strong ETag from the body bytes: the same bytes always give the same tag, on every replica. */
@@ -150,6 +157,7 @@ function headerBytes(entry: CacheEntry): Buffer {
     n: entry.body.length,
     ...(entry.upstreamEtag !== undefined && { ue: entry.upstreamEtag }),
     ...(entry.lastModified !== undefined && { lm: entry.lastModified }),
+    ...(entry.mark !== undefined && entry.mark !== '' && { k: entry.mark }),
   };
   return Buffer.from(JSON.stringify(header), 'utf8');
 }
@@ -204,7 +212,8 @@ export function storedPrefix(entry: CacheEntry): Buffer {
 
 /**
  * Whether `fresher` is `stored` freshened (RFC 9111 §4.3.4): the same response and body, the same
- * stored form, only its times and the upstream's validators new. What a store's `freshen` takes.
+ * stored form, only its times, the upstream's validators and its invalidation marks new. What a
+ * store's `freshen` takes.
  */
 export function isFreshening(stored: CacheEntry, fresher: CacheEntry): boolean {
   return (
@@ -256,7 +265,8 @@ export function sameStoredEntry(a: CacheEntry, b: CacheEntry): boolean {
       a.contentType === b.contentType &&
       a.body.length === b.body.length &&
       a.upstreamEtag === b.upstreamEtag &&
-      a.lastModified === b.lastModified)
+      a.lastModified === b.lastModified &&
+      (a.mark ?? '') === (b.mark ?? ''))
   );
 }
 
@@ -270,7 +280,8 @@ function isHeader(value: unknown): value is Header {
     typeof h.g === 'string' &&
     Number.isInteger(h.n) &&
     (h.ue === undefined || typeof h.ue === 'string') &&
-    (h.lm === undefined || typeof h.lm === 'string')
+    (h.lm === undefined || typeof h.lm === 'string') &&
+    (h.k === undefined || typeof h.k === 'string')
   );
 }
 
@@ -313,6 +324,7 @@ export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
     generation: header.g,
     ...(header.ue !== undefined && { upstreamEtag: header.ue }),
     ...(header.lm !== undefined && { lastModified: header.lm }),
+    ...(header.k !== undefined && { mark: header.k }),
     ...((flags & FLAG_AHEAD) !== 0 && { ahead: true }),
   };
   // A view of the bytes read (no copy): the body's own slice keeps them alive anyway.

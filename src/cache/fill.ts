@@ -18,7 +18,8 @@ import { brotliBody, type CacheEntry, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest, Validators } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
-import { withPolicy } from './read-outcome.js';
+import { asOfMarks } from './marks.js';
+import { servedEntry } from './read-outcome.js';
 import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
 
 /**
@@ -104,7 +105,7 @@ function timesFor(
 function entryFor(
   answer: OriginAnswer,
   policy: EffectivePolicy,
-  generation: string,
+  under: { readonly generation: string; readonly mark: string | undefined },
   storedAt: number,
   ahead: boolean,
 ): CacheEntry {
@@ -121,20 +122,30 @@ function entryFor(
     // Kept a while past its freshness even without stale windows: the replica that fetched it
     // reads then whether a request took it (a longer keep serves nothing stale: the windows do).
     ...(ahead && { keepUntil: Math.max(times.keepUntil, times.freshUntil + AHEAD_KEPT_MS) }),
-    generation,
+    generation: under.generation,
     upstreamEtag: answer.etag,
     lastModified: answer.lastModified,
     ...(ahead && { ahead: true }),
+    // The marks read before the upstream was asked (marks.ts): a change announced since leaves it stale.
+    ...(under.mark !== undefined && under.mark !== '' && { mark: under.mark }),
   };
 }
 
 /**
  * The stored entry freshened at `at` (RFC 9111 §4.3.4): its response and body, the times of the
- * policy in force now, and the validators the origin gave this time.
+ * policy in force now, the validators the origin gave this time, and the page's marks read before
+ * it was asked.
  */
-function freshened(held: CacheEntry, policy: EffectivePolicy, at: number, validators: Validators): CacheEntry {
+function freshened(
+  held: CacheEntry,
+  policy: EffectivePolicy,
+  at: number,
+  validators: Validators,
+  mark: string | undefined,
+): CacheEntry {
   return {
     ...held,
+    mark: mark === '' ? undefined : mark,
     // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
     ahead: undefined,
     ...timesFor(held.status, policy, at),
@@ -220,7 +231,7 @@ export class Filler {
       const waiting = request.trace?.coalescedWait('replicas', undefined);
       await coordinator.waitForFill(address, coalesceWaitMs);
       const filled = await store.lookup(address);
-      const done = isCurrent(filled) && now() < filled.entry.freshUntil;
+      const done = isCurrent(filled) && now() < asOfMarks(filled.entry, filled.mark).freshUntil;
       waiting?.end(done);
       if (done) return { kind: 'filled', fill: this.#filledElsewhere(address, filled.entry, filled.generation) };
       lease = filled.available ? await coordinator.tryLease(address) : 'unavailable';
@@ -241,9 +252,11 @@ export class Filler {
   ): Promise<{ readonly kind: 'filled'; readonly fill: Fill } | { readonly kind: 'go'; readonly lookup: StoreLookup }> {
     const { store, now } = this.#options;
     const filled = await store.lookup(address);
+    const served = servedEntry(filled, policy);
     if (
+      served === undefined ||
       !isCurrent(filled) ||
-      now() >= withPolicy(filled.entry, policy).freshUntil ||
+      now() >= served.freshUntil ||
       filled.entry.storedAt <= (lookup.entry?.storedAt ?? 0)
     )
       return { kind: 'go', lookup: filled.available ? filled : lookup };
@@ -287,10 +300,13 @@ export class Filler {
       // Only a request sent with validators has one (src/upstream/fetch-read.ts): else a bad answer.
       if (held === undefined) return { kind: 'failure', outcome: unaskedNotModified(notModified.elapsedMs) };
       // RFC 9111 §4.3.4: the stored validators are replaced by those the 304 carries, kept otherwise.
-      const fresher = freshened(held, policy, now(), {
-        etag: notModified.etag ?? held.upstreamEtag,
-        lastModified: notModified.lastModified ?? held.lastModified,
-      });
+      const fresher = freshened(
+        held,
+        policy,
+        now(),
+        { etag: notModified.etag ?? held.upstreamEtag, lastModified: notModified.lastModified ?? held.lastModified },
+        lookup.mark,
+      );
       this.#observe(address, 'not_modified', held, fresher.lastModified, 0);
       return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs, standingIn);
     }
@@ -304,12 +320,14 @@ export class Filler {
     // ignores them): freshened like a 304, with this answer's validators; nothing hashed,
     // compressed or written but the times.
     if (held !== undefined && isSameAnswer(held, answer)) {
-      const fresher = freshened(held, policy, now(), { etag: answer.etag, lastModified: answer.lastModified });
+      const validators = { etag: answer.etag, lastModified: answer.lastModified };
+      const fresher = freshened(held, policy, now(), validators, lookup.mark);
       this.#observe(address, 'identical', held, answer.lastModified, answer.body.length);
       return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, standingIn);
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
-    const entry = entryFor(answer, policy, generation ?? '', now(), request.prefetch !== undefined);
+    const under = { generation: generation ?? '', mark: lookup.mark };
+    const entry = entryFor(answer, policy, under, now(), request.prefetch !== undefined);
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
     const stored = storable && (await store.save(address, entry));

@@ -42,6 +42,14 @@ interface HeldCopy {
   readonly expiresAt: number;
   /** From when `dueForReread` says yes: a point of the key's own (`REREAD_FROM`, `REREAD_BY`). */
   readonly rereadAt: number;
+  /** The L1's count of sets when this copy was set: copies set before an invalidation are older. */
+  readonly setNumber: number;
+}
+
+/** An invalidation announced for a group: copies set before it are not served from here. */
+interface GroupMark {
+  readonly setNumber: number;
+  readonly mark: string;
 }
 
 export class L1Cache {
@@ -53,6 +61,10 @@ export class L1Cache {
   readonly #entries: RecentMap<string, HeldCopy>;
   /** Group tag → the generation last seen for it. */
   readonly #generations = new Map<string, string>();
+  /** Group tag → the last invalidation announced for it (docs/cache.md#soft-invalidation). */
+  readonly #marks = new Map<string, GroupMark>();
+  /** Copies set so far: the order of sets and invalidations. */
+  #sets = 0;
   readonly #ttlMs: number;
   readonly #clock: { now(): number };
   readonly #doorkeeper = new Doorkeeper();
@@ -80,7 +92,16 @@ export class L1Cache {
   get(key: string, tag: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
     if (held === undefined || this.#clock.now() >= held.expiresAt) return undefined;
-    return this.#generations.get(tag) === held.entry.generation ? held.entry : undefined;
+    return this.#generations.get(tag) === held.entry.generation && !this.#markedSince(held, tag)
+      ? held.entry
+      : undefined;
+  }
+
+  /** Whether an invalidation of the group was announced after the copy was set. */
+  #markedSince(held: HeldCopy, tag: string): boolean {
+    if (this.#marks.size === 0) return false;
+    const marked = this.#marks.get(tag);
+    return marked !== undefined && held.setNumber <= marked.setNumber;
   }
 
   /**
@@ -96,7 +117,12 @@ export class L1Cache {
       generation = `provisional.${newGeneration()}`;
       this.#generations.set(tag, generation);
     }
-    return { entry: this.latest(key, tag), generation, available: false };
+    const entry = this.latest(key, tag);
+    const held = this.#entries.get(key);
+    // A copy set before an invalidation is stale from its mark on, as the store would say.
+    const marked = held !== undefined && this.#markedSince(held, tag) ? this.#marks.get(tag)?.mark : undefined;
+    const mark = marked ?? entry?.mark;
+    return { entry, generation, available: false, ...(mark !== undefined && { mark }) };
   }
 
   /** The last copy under `key` of the group's generation, whatever its L1 lifetime. */
@@ -113,13 +139,15 @@ export class L1Cache {
   lapsed(key: string, tag: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
     if (held === undefined || this.#clock.now() >= held.expiresAt + this.#ttlMs) return undefined;
+    if (this.#markedSince(held, tag)) return undefined;
     return this.#generations.get(tag) === held.entry.generation ? held.entry : undefined;
   }
 
   /** A copy whose confirmation found the store unavailable serves on for another L1 lifetime. */
   renew(key: string): void {
     const held = this.#entries.get(key);
-    if (held !== undefined) this.set(key, held.entry);
+    // Renewed as it was set: a copy set before an invalidation stays older than it.
+    if (held !== undefined) this.#hold(key, held.entry, held.setNumber);
   }
 
   /**
@@ -142,11 +170,15 @@ export class L1Cache {
    */
   set(key: string, entry: CacheEntry): void {
     if (!this.#entries.has(key) && !this.#admits(key, this.#sizeOf(entry, key))) return;
+    this.#hold(key, entry, ++this.#sets);
+  }
+
+  #hold(key: string, entry: CacheEntry, setNumber: number): void {
     const at = this.#clock.now();
     const ttl = this.#ttlMs;
     // Read again with between REREAD_FROM and REREAD_BY of the lifetime left, where the key says.
     const rereadLeft = ttl * (REREAD_BY + (REREAD_FROM - REREAD_BY) * keyFraction(key));
-    this.#entries.set(key, { entry, expiresAt: at + ttl, rereadAt: at + ttl - rereadLeft });
+    this.#entries.set(key, { entry, expiresAt: at + ttl, rereadAt: at + ttl - rereadLeft, setNumber });
   }
 
   #admits(key: string, size: number): boolean {
@@ -162,6 +194,15 @@ export class L1Cache {
   noteGeneration(tag: string, generation: string | undefined): void {
     if (generation === undefined) this.#generations.delete(tag);
     else if (this.#generations.get(tag) !== generation) this.#generations.set(tag, generation);
+  }
+
+  /**
+   * An invalidation (docs/cache.md#soft-invalidation): no copy of the group set before it is served
+   * from here; the store says which of its pages are stale. A copy standing in for the store is
+   * stale from `mark` on.
+   */
+  markGroup(tag: string, mark: string): void {
+    this.#marks.set(tag, { setNumber: this.#sets, mark });
   }
 
   /** A purge: nothing of the group is served from here until the store is read again. */

@@ -9,6 +9,7 @@ import { Doorkeeper } from './admission.js';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
 import { CompanyShares } from './company-shares.js';
 import { type CacheEntry, entryBytes, isFreshening, sameStoredEntry } from './entry.js';
+import { MarkTable } from './marks.js';
 import { type CacheStore, newGeneration, type StoreFootprint, type StoreLookup } from './store.js';
 
 /** Bookkeeping bytes per entry beyond its body (key, header fields, LRU node). */
@@ -32,6 +33,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     dispose: (entry, key) => shares.held(key, -sizeOf(entry, key)),
   });
   const generations = new Map<string, string>();
+  const marks = new MarkTable(now);
   const doorkeeper = new Doorkeeper();
 
   function peek(address: CacheAddress): StoreLookup {
@@ -40,7 +42,8 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
       entries.delete(address.key);
       entry = undefined;
     }
-    return { entry, generation: generations.get(address.tag), available: true };
+    const mark = marks.pageMark(address.markKeys);
+    return { entry, generation: generations.get(address.tag), available: true, ...(mark !== '' && { mark }) };
   }
 
   return {
@@ -84,6 +87,13 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
       if (current?.ahead !== true) return Promise.resolve(false);
       // The same response and body Buffers: only the flag changes.
       entries.set(address.key, { ...current, ahead: undefined });
+      return Promise.resolve(true);
+    },
+    invalidate({ keys, mark, records, keepMs }) {
+      marks.set(keys.lists, mark);
+      if (records === undefined) marks.set(keys.all, mark);
+      else for (const id of records) marks.set(keys.record(id), mark, keepMs);
+      marks.prune();
       return Promise.resolve(true);
     },
     purge(group: CacheGroup) {

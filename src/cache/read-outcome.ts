@@ -5,8 +5,10 @@
 import type { CacheResult, CacheStatus } from './cache-status.js';
 import { cacheResultOf, formatCacheStatus } from './cache-status.js';
 import type { CacheEntry, CodedBody } from './entry.js';
+import { asOfMarks } from './marks.js';
 import type { OriginAnswer } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
+import { isCurrent, type StoreLookup } from './store.js';
 
 /** What the client is sent, before the headers every read gets. */
 export interface ReadOutcome {
@@ -64,6 +66,14 @@ function ageSeconds(entry: CacheEntry, at: number): number {
 export function withPolicy(entry: CacheEntry, policy: EffectivePolicy): CacheEntry {
   const freshUntil = entry.storedAt + (entry.status === 200 ? policy.ttl : policy.notFoundTtl) * 1000;
   return freshUntil === entry.freshUntil ? entry : { ...entry, freshUntil };
+}
+
+/**
+ * The lookup's entry as it serves now: of the current generation, under the policy in force
+ * (`withPolicy`) and as of the page's invalidation marks (marks.ts); `undefined` for none.
+ */
+export function servedEntry(lookup: StoreLookup, policy: EffectivePolicy): CacheEntry | undefined {
+  return isCurrent(lookup) ? asOfMarks(withPolicy(lookup.entry, policy), lookup.mark) : undefined;
 }
 
 export function fromEntry(entry: CacheEntry, at: number, status: CacheStatus, upstreamMs?: number): ReadOutcome {

@@ -24,19 +24,28 @@ import type { Metrics } from '../observability/metrics.js';
 import type { StoreLookupResult } from '../observability/tracing.js';
 import { AddressMemo } from './address-memo.js';
 import { BackgroundRefresher } from './background-refresher.js';
-import { type CacheAddress, groupTag } from './cache-key.js';
+import { type CacheAddress, groupTag, markKeys } from './cache-key.js';
 import type { FillCoordinator } from './coordinator.js';
 import type { CacheEntry } from './entry.js';
 import { type Fill, Filler, type FillObservation, unaskedNotModified } from './fill.js';
 import { FillTable, type Joined } from './fill-table.js';
 import type { L1Cache } from './l1.js';
+import { newMark } from './marks.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
 import { PrefetchLedger } from './prefetch-ledger.js';
 import { Prefetcher } from './prefetcher.js';
 import { createLocalPurgeBus, type PurgeBus } from './purge-bus.js';
-import { fromAnswer, fromEntry, type ReadOutcome, staleIfError, wholeSeconds, withPolicy } from './read-outcome.js';
-import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
+import {
+  fromAnswer,
+  fromEntry,
+  type ReadOutcome,
+  servedEntry,
+  staleIfError,
+  wholeSeconds,
+  withPolicy,
+} from './read-outcome.js';
+import type { CacheStore, StoreLookup } from './store.js';
 import { StoreReads } from './store-reads.js';
 
 export type { ReadRequest };
@@ -54,6 +63,13 @@ export interface ReadService {
    * Resolves false when the store or the bus could not be reached.
    */
   purge(company: string, resource?: ResourceName): Promise<boolean>;
+  /**
+   * Soft invalidation (docs/cache.md#soft-invalidation): the company's list pages of the resource
+   * (of every resource when none is named), and the pages of the records named (of every record
+   * when none is), stale at once on every replica: each is served while one conditional refresh
+   * runs. Resolves false when the store or the bus could not be reached.
+   */
+  invalidate(company: string, resource: ResourceName | undefined, records?: readonly string[]): Promise<boolean>;
 }
 
 export interface ReadServiceOptions {
@@ -67,7 +83,10 @@ export interface ReadServiceOptions {
   /** How long a replica waits for another replica's fill before fetching itself, ms. */
   readonly coalesceWaitMs: number;
   readonly now?: () => number;
-  readonly metrics?: Pick<Metrics, 'coalesced' | 'l1Lookup' | 'storeLookup' | 'revalidation' | 'prefetch'>;
+  readonly metrics?: Pick<
+    Metrics,
+    'coalesced' | 'l1Lookup' | 'storeLookup' | 'revalidation' | 'prefetch' | 'invalidation'
+  >;
   /** Told of every fill the upstream answered with a cacheable page or a 304 (fill.ts). */
   readonly onFill?: (observation: FillObservation) => void;
   /** Background refreshes and their failures, for tests and metrics. */
@@ -88,6 +107,16 @@ export interface ReadServiceOptions {
   readonly prefetch?: { readonly depth: number; readonly maxConcurrent: number; readonly maxPerCompany: number };
   /** Walks ahead of keyset walkers, settled when over (tests). */
   readonly onPrefetch?: (settled: Promise<void>) => void;
+}
+
+/**
+ * How long an entry filled under a policy may be kept at most, ms: its longest freshness and stale
+ * window, and the minute a page fetched ahead is kept past its freshness (fill.ts). A record's
+ * invalidation mark lives that long: by then every entry filled before it has gone.
+ */
+function keptFor(policy: EffectivePolicy): number {
+  const fresh = Math.max(policy.ttl, policy.notFoundTtl);
+  return (fresh + Math.max(policy.staleWhileRevalidate, policy.staleIfError) + 60) * 1000;
 }
 
 /** Fills a request joins or leads before it fetches with its own token regardless. */
@@ -132,10 +161,16 @@ class CacheReadService implements ReadService {
     });
     this.#prefetcher = this.#createPrefetcher(options);
     this.#purges = options.purges ?? createLocalPurgeBus();
-    // The cache subscribes to its own purges: a replica's L1 never serves a group purged anywhere.
-    this.#purges.subscribe((company, resource) => {
-      for (const name of resource === undefined ? RESOURCE_NAMES : [resource])
-        options.l1?.forgetGroup(groupTag({ company, resource: name }));
+    // The cache subscribes to its own announcements: a replica's L1 never serves a group purged
+    // anywhere, nor a copy set before an invalidation of its group.
+    this.#purges.subscribe((announcement) => {
+      const { l1 } = options;
+      if (l1 === undefined) return;
+      for (const name of announcement.resource === undefined ? RESOURCE_NAMES : [announcement.resource]) {
+        const tag = groupTag({ company: announcement.company, resource: name });
+        if (announcement.kind === 'purge') l1.forgetGroup(tag);
+        else l1.markGroup(tag, announcement.mark);
+      }
     });
   }
 
@@ -162,8 +197,25 @@ class CacheReadService implements ReadService {
     const generations = await Promise.all(groups.map((group) => this.#options.store.purge(group)));
     // Announced after the new generation is stored: a replica that drops its L1 copy then reads
     // the new generation, never the old one again.
-    const announced = await this.#purges.announce(company, resource);
+    const announced = await this.#purges.announce({ kind: 'purge', company, resource });
     return announced && generations.every((g) => g !== undefined);
+  }
+
+  async invalidate(company: string, resource: ResourceName | undefined, records?: readonly string[]): Promise<boolean> {
+    const { store, policies, keyPrefix } = this.#options;
+    const names = resource === undefined ? RESOURCE_NAMES : [resource];
+    const mark = newMark(this.#now());
+    const stored = await Promise.all(
+      names.map((name) => {
+        const group = { company, resource: name };
+        const keepMs = keptFor(policies.policyFor(name));
+        return store.invalidate({ group, keys: markKeys(keyPrefix, group), mark, records, keepMs });
+      }),
+    );
+    // Announced after the marks are stored: a replica that stops serving its L1 copies reads them.
+    const announced = await this.#purges.announce({ kind: 'invalidate', company, resource, mark });
+    this.#options.metrics?.invalidation(records === undefined ? 'resource' : 'records');
+    return announced && stored.every(Boolean);
   }
 
   serveHot(request: ReadRequest): ReadOutcome | undefined {
@@ -199,10 +251,7 @@ class CacheReadService implements ReadService {
     const { l1, store } = this.#options;
     let entry: CacheEntry | undefined;
     if (l1 !== undefined) entry = l1.get(address.key, address.tag) ?? this.#lapsedCopy(l1, address);
-    else if (store.peek !== undefined) {
-      const peeked = store.peek(address);
-      if (isCurrent(peeked)) entry = peeked.entry;
-    }
+    else if (store.peek !== undefined) return servedEntry(store.peek(address), policy);
     return entry === undefined ? undefined : withPolicy(entry, policy);
   }
 
@@ -245,7 +294,8 @@ class CacheReadService implements ReadService {
         // Unconfirmed because the store cannot be asked: the copy serves on (l1.ts).
         if (!lookup.available) return l1?.renew(address.key);
         l1?.noteGeneration(address.tag, lookup.generation);
-        if (!isCurrent(lookup) || this.#now() >= withPolicy(lookup.entry, policy).freshUntil) return;
+        const served = servedEntry(lookup, policy);
+        if (served === undefined || lookup.entry === undefined || this.#now() >= served.freshUntil) return;
         // Confirmed, the held object itself comes back and is kept: no new entry per L1 lifetime,
         // which would be old-generation garbage once a second for every hot page
         // (docs/architecture.md#why-the-hit-path-is-built-as-it-is). Read whole, the store's
@@ -270,7 +320,7 @@ class CacheReadService implements ReadService {
     const stored = await this.#reads.read(address, l1?.latest(address.key, address.tag));
     if (stored.available) l1?.noteGeneration(address.tag, stored.generation);
     const lookup = stored.available || l1 === undefined ? stored : l1.standIn(address.key, address.tag);
-    const current = isCurrent(lookup) ? withPolicy(lookup.entry, policy) : undefined;
+    const current = servedEntry(lookup, policy);
     const found: StoreLookupResult = !lookup.available
       ? 'unavailable'
       : current === undefined

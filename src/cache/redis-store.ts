@@ -1,8 +1,9 @@
 /**
- * The Redis store (docs/cache.md). A lookup is one MGET of the group's generation and the entry (one
- * hash slot, one round trip, auto-pipelined), or, given the copy the caller holds, a GET of the
+ * The Redis store (docs/cache.md). A lookup is one MGET of the group's generation, the entry and the
+ * page's invalidation marks (one hash slot, one round trip, auto-pipelined), or, given the copy the caller holds, a GET of the
  * generation and a GETRANGE of the stored prefix, and the MGET only if the prefix is not the copy's; a save is one SET with PX until `keepUntil`; a freshen
- * is one script on the entry's key alone (FRESHEN_SCRIPT); a purge is one SET of a new generation.
+ * is one script on the entry's key alone (FRESHEN_SCRIPT); a purge is one SET of a new generation;
+ * an invalidation one transaction of marks.
  * Every failure is a miss or a skipped write, never an error.
  */
 import { createHash } from 'node:crypto';
@@ -20,12 +21,23 @@ import {
   isFreshening,
   storedPrefix,
 } from './entry.js';
-import { type CacheStore, type FreshenResult, newGeneration, type StoreLookup } from './store.js';
+import { pageMark } from './marks.js';
+import { type CacheStore, type FreshenResult, type Invalidation, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
 
 function generationText(stored: Buffer | null | undefined): string | undefined {
   return stored === null || stored === undefined ? undefined : stored.toString('utf8');
+}
+
+/** A lookup's answer: the entry, the group's generation and the page's marks, as read. */
+function found(
+  entry: CacheEntry | undefined,
+  generation: Buffer | null | undefined,
+  marks: ReadonlyArray<Buffer | null | undefined>,
+): StoreLookup {
+  const mark = pageMark(marks.map(generationText));
+  return { entry, generation: generationText(generation), available: true, ...(mark !== '' && { mark }) };
 }
 
 /**
@@ -126,12 +138,12 @@ class RedisStore implements CacheStore {
         const confirmed = await this.#confirm(address, known);
         if (confirmed !== undefined) return confirmed;
       }
-      const [generation, raw] = await this.#client.mgetBuffer(address.generationKey, address.key);
-      return {
-        entry: raw === null || raw === undefined ? undefined : decodeEntry(raw),
-        generation: generationText(generation),
-        available: true,
-      };
+      const [generation, raw, ...marks] = await this.#client.mgetBuffer(
+        address.generationKey,
+        address.key,
+        ...address.markKeys,
+      );
+      return found(raw === null || raw === undefined ? undefined : decodeEntry(raw), generation, marks);
     } catch (error) {
       this.#failed('lookup', address.key, error);
       return UNAVAILABLE;
@@ -139,19 +151,17 @@ class RedisStore implements CacheStore {
   }
 
   /**
-   * `known` confirmed: the generation and the stored value's first bytes (two commands on one
+   * `known` confirmed: the generation, the page's marks and the stored value's first bytes (two commands on one
    * hash slot, sent together: one round trip), compared with `known`'s stored prefix. `undefined`
    * when the value is another (a new fill, a freshen, a page taken) or gone: the caller reads it whole.
    */
   async #confirm(address: CacheAddress, known: CacheEntry): Promise<StoreLookup | undefined> {
     const expected = storedPrefix(known);
-    const [generation, prefix] = await Promise.all([
-      this.#client.getBuffer(address.generationKey),
+    const [[generation, ...marks], prefix] = await Promise.all([
+      this.#client.mgetBuffer(address.generationKey, ...address.markKeys),
       this.#client.getrangeBuffer(address.key, 0, expected.length - 1),
     ]);
-    return prefix.equals(expected)
-      ? { entry: known, generation: generationText(generation), available: true }
-      : undefined;
+    return prefix.equals(expected) ? found(known, generation, marks) : undefined;
   }
 
   async ensureGeneration(address: CacheAddress): Promise<string | undefined> {
@@ -211,6 +221,27 @@ class RedisStore implements CacheStore {
       .catch((error: unknown) =>
         isNoScript(error) ? this.#client.eval(script, 1, key, ...args) : Promise.reject(error),
       );
+  }
+
+  /**
+   * The marks in one transaction on the group's slot: the lists' (and the whole resource's) without
+   * expiry, one per group; each record's until `keepMs`, by when every entry filled before it has
+   * gone (an evicted or expired mark makes the entries filled under it stale, never fresh).
+   */
+  async invalidate({ keys, mark, records, keepMs }: Invalidation): Promise<boolean> {
+    if (!this.#health.usable(keys.lists)) return false;
+    const transaction = this.#client.multi().set(keys.lists, mark);
+    if (records === undefined) transaction.set(keys.all, mark);
+    else for (const id of records) transaction.set(keys.record(id), mark, 'PX', Math.max(1, Math.ceil(keepMs)));
+    try {
+      const replies = await transaction.exec();
+      const failed = replies?.find(([error]) => error !== null)?.[0];
+      if (replies === null || failed !== undefined) throw failed ?? new Error('invalidation aborted');
+      return true;
+    } catch (error) {
+      this.#failed('invalidate', keys.lists, error);
+      return false;
+    }
   }
 
   async purge(group: CacheGroup): Promise<string | undefined> {

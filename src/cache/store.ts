@@ -4,7 +4,7 @@
  * contract test suite. A store never throws: an unavailable store answers "nothing stored"
  * (`available: false`), and the read service fails open to the upstream (docs/cache.md).
  */
-import type { CacheAddress, CacheGroup } from './cache-key.js';
+import type { CacheAddress, CacheGroup, MarkKeys } from './cache-key.js';
 import type { CacheEntry } from './entry.js';
 
 export interface StoreLookup {
@@ -14,6 +14,27 @@ export interface StoreLookup {
   readonly generation: string | undefined;
   /** False when the store could not be asked (Redis down or slow): nothing can be saved either. */
   readonly available: boolean;
+  /**
+   * The page's invalidation marks now (marks.ts, `pageMark`); absent or `''` when none is set. An
+   * entry filled under others is stale (`asOfMarks`).
+   */
+  readonly mark?: string | undefined;
+}
+
+/**
+ * What an invalidation marks (docs/cache.md#soft-invalidation): the group's lists always, and the
+ * pages of the records named, or of every record when none is named.
+ */
+export interface Invalidation {
+  readonly group: CacheGroup;
+  /** The group's mark keys (`markKeys` under the cache's key prefix). */
+  readonly keys: MarkKeys;
+  /** The new mark (marks.ts, `newMark`): one per invalidation, as every replica is told it. */
+  readonly mark: string;
+  /** Record ids; `undefined`: the whole resource. */
+  readonly records: readonly string[] | undefined;
+  /** How long a record's mark is kept: at least as long as an entry filled before it may be. */
+  readonly keepMs: number;
 }
 
 /**
@@ -68,6 +89,11 @@ export interface CacheStore {
    * False when the entry has no such flag, is gone, or the store could not be asked. Never throws.
    */
   takeAhead(address: CacheAddress): Promise<boolean>;
+  /**
+   * Marks pages stale without deleting them (`Invalidation`): their entries serve while one
+   * conditional refresh runs. True when the marks were stored. Never throws.
+   */
+  invalidate(invalidation: Invalidation): Promise<boolean>;
   /** An O(1) purge: a new generation makes every older entry of the group a miss. */
   purge(group: CacheGroup): Promise<string | undefined>;
   /** Entries and bytes held, for stores in this process (a shared store's size is not one replica's). */

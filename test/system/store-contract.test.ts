@@ -6,8 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { type CacheAddress, cacheAddress } from '../../src/cache/cache-key.js';
+import { type CacheAddress, cacheAddress, markKeys } from '../../src/cache/cache-key.js';
 import { brotliBody, type CacheEntry, ENTRY_FORMAT_VERSION, encodeEntry } from '../../src/cache/entry.js';
+import { asOfMarks, newMark } from '../../src/cache/marks.js';
 import { createMemoryStore } from '../../src/cache/memory-store.js';
 import { createRedisStore } from '../../src/cache/redis-store.js';
 import { type CacheStore, isCurrent } from '../../src/cache/store.js';
@@ -118,6 +119,67 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       expect((await subject.store.lookup(otherCompany)).generation).toBe(generations[1]);
       expect((await subject.store.lookup(otherResource)).generation).toBe(generations[2]);
       expect((await subject.store.lookup(mine)).generation).not.toBe(generations[0]);
+    });
+
+    it('marks a group’s lists and the records named stale, and nothing else', async () => {
+      const list = address('stocktakes?per_page=8', '7');
+      const record = address('stocktakes/81', '7');
+      const otherRecord = address('stocktakes/82', '7');
+      const otherCompany = address('stocktakes?per_page=8', '8');
+      const keys = markKeys('test', list.group);
+      expect((await subject.store.lookup(list)).mark ?? '').toBe('');
+      const mark = newMark(subject.now());
+      const stored = await subject.store.invalidate({ group: list.group, keys, mark, records: ['81'], keepMs: 60_000 });
+      expect(stored).toBe(true);
+      expect((await subject.store.lookup(list)).mark).toBe(mark);
+      expect((await subject.store.lookup(record)).mark).toBe(`/${mark}`);
+      expect((await subject.store.lookup(otherRecord)).mark ?? '').toBe('');
+      expect((await subject.store.lookup(otherCompany)).mark ?? '').toBe('');
+      // The whole resource: every record page, and the lists again.
+      const all = newMark(subject.now() + 1);
+      await subject.store.invalidate({ group: list.group, keys, mark: all, records: undefined, keepMs: 60_000 });
+      expect((await subject.store.lookup(list)).mark).toBe(all);
+      expect((await subject.store.lookup(record)).mark).toBe(`${all}/${mark}`);
+      expect((await subject.store.lookup(otherRecord)).mark).toBe(`${all}/`);
+    });
+
+    it('keeps an entry through an invalidation, stale from its mark on; one filled under the mark is fresh', async () => {
+      const a = address('stocktakes?per_page=9', '7');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      const at = subject.now();
+      await subject.store.save(a, { ...entry(generation, '{"v":1}', 60_000, at), freshUntil: at + 30_000 });
+      const mark = newMark(at + 5);
+      await subject.store.invalidate({
+        group: a.group,
+        keys: markKeys('test', a.group),
+        mark,
+        records: ['1'],
+        keepMs: 1_000,
+      });
+      const found = await subject.store.lookup(a);
+      expect(isCurrent(found)).toBe(true);
+      if (!isCurrent(found)) return;
+      expect(asOfMarks(found.entry, found.mark).freshUntil).toBe(at + 5);
+      // A freshen under the new mark (its header grows): fresh again, body kept.
+      const fresher = { ...found.entry, storedAt: at + 10, freshUntil: at + 30_010, keepUntil: at + 60_010, mark };
+      expect(await subject.store.freshen(a, found.entry, fresher)).toBe('freshened');
+      const again = await subject.store.lookup(a);
+      if (!isCurrent(again)) throw new Error('kept');
+      expect(again.entry.mark).toBe(mark);
+      expect(again.entry.body.toString()).toBe('{"v":1}');
+      expect(asOfMarks(again.entry, again.mark)).toBe(again.entry);
+    });
+
+    it('lets a record’s mark go after its keepMs, the lists’ never', async () => {
+      const list = address('stocktakes?per_page=10', '9');
+      const record = address('stocktakes/91', '9');
+      const mark = newMark(subject.now());
+      const keys = markKeys('test', list.group);
+      await subject.store.invalidate({ group: list.group, keys, mark, records: ['91'], keepMs: 200 });
+      expect((await subject.store.lookup(record)).mark).toBe(`/${mark}`);
+      await subject.advance(400);
+      expect((await subject.store.lookup(record)).mark ?? '').toBe('');
+      expect((await subject.store.lookup(list)).mark).toBe(mark);
     });
 
     it('forgets an entry at its keepUntil', async () => {
@@ -412,7 +474,7 @@ describe('a freshen on Redis', () => {
 });
 
 describe('an L1 copy confirmed on Redis', () => {
-  it('reads the stored prefix and the generation, never the body, while the copy is what is stored', async () => {
+  it('reads the stored prefix, the generation and the marks, never the body, while the copy is what is stored', async () => {
     const store = createRedisStore({ client, health, prefix: 'test' });
     const a = address('transfers?per_page=31');
     const generation = (await store.ensureGeneration(a)) ?? '';
@@ -422,12 +484,13 @@ describe('an L1 copy confirmed on Redis', () => {
     const calls = (command: string): Promise<number> => commandCalls(client, command);
     const [mget, getrange] = [await calls('mget'), await calls('getrange')];
     for (let i = 0; i < 3; i++) expect((await store.lookup(a, held)).entry).toBe(held);
-    expect(await calls('mget')).toBe(mget);
+    // One MGET of the generation and the marks and one GETRANGE of the prefix a confirmation.
+    expect(await calls('mget')).toBe(mget + 3);
     expect(await calls('getrange')).toBe(getrange + 3);
-    // Changed (a new fill): read whole once the prefix differs.
+    // Changed (a new fill): read whole once the prefix differs (the confirmation's MGET, then the read's).
     await store.save(a, entry(generation, '{"v":3}', 60_000, held.storedAt + 1));
     expect((await store.lookup(a, held)).entry?.body.toString()).toBe('{"v":3}');
-    expect(await calls('mget')).toBe(mget + 1);
+    expect(await calls('mget')).toBe(mget + 5);
   });
 });
 

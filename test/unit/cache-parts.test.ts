@@ -349,6 +349,7 @@ describe('memory store', () => {
       key: 'slab:{1:receipts}:co:list:per_page=30',
       generationKey: 'g',
       leaseKey: 'l',
+      markKeys: [],
     };
     expect(store.footprint?.()).toEqual({ entries: 0, bytes: 0 });
     expect(await store.save(address, entry(PAGE))).toBe(true);
@@ -367,6 +368,7 @@ describe('memory store', () => {
       key: `slab:{1:receipts}:co:list:per_page=${String(n)}`,
       generationKey: 'g',
       leaseKey: 'l',
+      markKeys: [],
     });
     const kept: boolean[] = [];
     for (let n = 1; n <= 4; n++) kept.push(await store.save(at(n), entry(PAGE)));

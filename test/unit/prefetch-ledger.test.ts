@@ -9,6 +9,7 @@ const address = (key: string): CacheAddress => ({
   key,
   generationKey: `gen-${key}`,
   leaseKey: `lease-${key}`,
+  markKeys: [],
 });
 
 describe('PrefetchLedger', () => {

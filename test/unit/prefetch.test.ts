@@ -26,6 +26,7 @@ import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
+import { readMetrics } from '../helpers/read-metrics.js';
 
 function principal(company: string): Principal {
   return testPrincipal({ company, subject: `walker-${company}` });
@@ -101,13 +102,7 @@ function start(options: StartOptions = {}): ReadService {
     fetch: options.fetch ?? origin,
     coalesceWaitMs: 100,
     now: () => clock,
-    metrics: {
-      coalesced: () => undefined,
-      l1Lookup: () => undefined,
-      storeLookup: () => undefined,
-      revalidation: () => undefined,
-      prefetch: (result) => (options.count ?? counted).push(result),
-    },
+    metrics: readMetrics({ prefetch: (result) => void (options.count ?? counted).push(result) }),
     prefetch: {
       depth: options.depth ?? 2,
       maxConcurrent: options.maxConcurrent ?? 4,

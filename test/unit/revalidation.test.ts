@@ -24,6 +24,7 @@ import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
+import { readMetrics } from '../helpers/read-metrics.js';
 
 const PRINCIPAL = testPrincipal();
 
@@ -103,13 +104,7 @@ function start(): void {
     fetch: origin,
     coalesceWaitMs: 100,
     now: () => clock,
-    metrics: {
-      coalesced: () => undefined,
-      l1Lookup: () => undefined,
-      storeLookup: () => undefined,
-      revalidation: (result) => revalidations.push(result),
-      prefetch: () => undefined,
-    },
+    metrics: readMetrics({ revalidation: (result) => void revalidations.push(result) }),
     onBackgroundRefresh: (settled) => refreshes.push(settled),
   });
 }

@@ -1,0 +1,73 @@
+/**
+ * Soft invalidation (`/admin/cache/invalidate`, docs/cache.md#soft-invalidation): "these records
+ * (or this resource) of this company changed", one change or a batch, from an operator or a system
+ * of record's change feed. The pages that may show them turn stale on every replica: each is
+ * served while one conditional refresh runs. Nothing is deleted: a purge does that.
+ */
+import type { IRouter, Request, Response } from 'express';
+import { z } from 'zod';
+import { isTenantText } from '../../auth/claims.js';
+import type { ReadService } from '../../cache/read-service.js';
+import { isPositiveId } from '../../catalog/grammar.js';
+import { isResourceName, type ResourceName } from '../../catalog/resources.js';
+import { InvalidBodyError } from '../../errors/proxy-error.js';
+import { bodyProblem, noStore, notShared, problem } from './operator-io.js';
+
+/** Changes in one batch, and record ids in one change, at most (the body is 16 KiB at most anyway). */
+const MAX_CHANGES = 500;
+const MAX_IDS = 1_000;
+
+const companyId = z.union([
+  z.number().int().positive().max(Number.MAX_SAFE_INTEGER).transform(String),
+  z.string().refine(isTenantText),
+]);
+/** A record id as the API writes it in a path: a positive integer, as a number or its decimal text. */
+const recordId = z.union([
+  z.number().int().positive().max(Number.MAX_SAFE_INTEGER).transform(String),
+  z.string().refine(isPositiveId),
+]);
+const change = z.strictObject({
+  company_id: companyId,
+  resource: z.string().refine(isResourceName).optional(),
+  ids: z.array(recordId).min(1).max(MAX_IDS).optional(),
+});
+const body = z.union([z.strictObject({ changes: z.array(change).min(1).max(MAX_CHANGES) }), change]);
+
+type Change = z.infer<typeof change>;
+
+/** The changes by company and resource, their ids merged: one invalidation per group. */
+function grouped(
+  changes: readonly Change[],
+): Map<string, { company: string; resource: ResourceName | undefined; ids: Set<string> | undefined }> {
+  const groups = new Map<
+    string,
+    { company: string; resource: ResourceName | undefined; ids: Set<string> | undefined }
+  >();
+  for (const { company_id: company, resource, ids } of changes) {
+    const name = resource !== undefined && isResourceName(resource) ? resource : undefined;
+    const key = `${company} ${name ?? '*'}`;
+    const group = groups.get(key) ?? { company, resource: name, ids: new Set<string>() };
+    // A change without ids is the whole resource's: it takes in every record change of its group.
+    if (ids === undefined) group.ids = undefined;
+    else for (const id of ids) group.ids?.add(id);
+    groups.set(key, group);
+  }
+  return groups;
+}
+
+export function invalidationRoutes(router: IRouter, reads: Pick<ReadService, 'invalidate'>): void {
+  router.post('/admin/cache/invalidate', async function invalidate(req: Request, res: Response) {
+    const parsed = body.safeParse(req.body);
+    if (!parsed.success) return problem(req, res, bodyProblem(parsed.error));
+    const changes = 'changes' in parsed.data ? parsed.data.changes : [parsed.data];
+    const groups = [...grouped(changes).values()];
+    if (groups.some((group) => group.resource === undefined && group.ids !== undefined))
+      return problem(req, res, new InvalidBodyError('#/ids', 'Record ids need their resource.'));
+    const done = await Promise.all(
+      groups.map((group) => reads.invalidate(group.company, group.resource, group.ids && [...group.ids])),
+    );
+    // Without the marks in the store, or the announcement, the other replicas keep serving.
+    if (!done.every(Boolean)) return notShared(req, res);
+    noStore(res).json({ invalidated: groups.length, changes: changes.length });
+  });
+}
