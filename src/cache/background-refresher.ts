@@ -75,7 +75,7 @@ export class BackgroundRefresher {
       }
       if (lookup.available) l1?.noteGeneration(address.tag, lookup.generation);
       if (isCurrent(lookup) && lookup.entry.storedAt > held.storedAt) {
-        l1?.set(address.key, lookup.entry);
+        l1?.set(address.key, lookup.entry, lookup.since);
         return;
       }
       if (filling(address.key)) return;

@@ -16,9 +16,9 @@ import type { CacheAddress } from './cache-key.js';
 import type { FillCoordinator, LeaseOutcome } from './coordinator.js';
 import { brotliBody, type CacheEntry, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
+import { asOfMarks } from './marks.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest, Validators } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
-import { asOfMarks } from './marks.js';
 import { servedEntry } from './read-outcome.js';
 import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
 
@@ -230,10 +230,11 @@ export class Filler {
       // The other replica's trace is not known here (nothing carries it through Redis): no link.
       const waiting = request.trace?.coalescedWait('replicas', undefined);
       await coordinator.waitForFill(address, coalesceWaitMs);
-      const filled = await store.lookup(address);
+      const since = this.#options.l1?.sequence();
+      const filled = { ...(await store.lookup(address)), since };
       const done = isCurrent(filled) && now() < asOfMarks(filled.entry, filled.mark).freshUntil;
       waiting?.end(done);
-      if (done) return { kind: 'filled', fill: this.#filledElsewhere(address, filled.entry, filled.generation) };
+      if (done) return { kind: 'filled', fill: this.#filledElsewhere(address, filled) };
       lease = filled.available ? await coordinator.tryLease(address) : 'unavailable';
     }
     return { kind: 'go', lease };
@@ -251,7 +252,8 @@ export class Filler {
     lookup: StoreLookup,
   ): Promise<{ readonly kind: 'filled'; readonly fill: Fill } | { readonly kind: 'go'; readonly lookup: StoreLookup }> {
     const { store, now } = this.#options;
-    const filled = await store.lookup(address);
+    const since = this.#options.l1?.sequence();
+    const filled = { ...(await store.lookup(address)), since };
     const served = servedEntry(filled, policy);
     if (
       served === undefined ||
@@ -260,14 +262,15 @@ export class Filler {
       filled.entry.storedAt <= (lookup.entry?.storedAt ?? 0)
     )
       return { kind: 'go', lookup: filled.available ? filled : lookup };
-    return { kind: 'filled', fill: this.#filledElsewhere(address, filled.entry, filled.generation) };
+    return { kind: 'filled', fill: this.#filledElsewhere(address, filled) };
   }
 
   /** Another fill's entry, found in the store: held in the L1 too, and shared as a collapsed fill. */
-  #filledElsewhere(address: CacheAddress, entry: CacheEntry, generation: string | undefined): Fill {
+  #filledElsewhere(address: CacheAddress, filled: StoreLookup & { readonly entry: CacheEntry }): Fill {
     const { l1 } = this.#options;
-    l1?.noteGeneration(address.tag, generation);
-    l1?.set(address.key, entry);
+    const { entry } = filled;
+    l1?.noteGeneration(address.tag, filled.generation);
+    l1?.set(address.key, entry, filled.since);
     return { kind: 'entry', entry, stored: false, upstreamMs: undefined, collapsed: true };
   }
 
@@ -308,7 +311,10 @@ export class Filler {
         lookup.mark,
       );
       this.#observe(address, 'not_modified', held, fresher.lastModified, 0);
-      return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs, standingIn);
+      return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs, {
+        standingIn,
+        since: lookup.since,
+      });
     }
     const { answer } = outcome;
     const cacheable = answer.status === 200 || (answer.status === 404 && request.read.kind === 'record');
@@ -323,7 +329,7 @@ export class Filler {
       const validators = { etag: answer.etag, lastModified: answer.lastModified };
       const fresher = freshened(held, policy, now(), validators, lookup.mark);
       this.#observe(address, 'identical', held, answer.lastModified, answer.body.length);
-      return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, standingIn);
+      return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, { standingIn, since: lookup.since });
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
     const under = { generation: generation ?? '', mark: lookup.mark };
@@ -331,7 +337,7 @@ export class Filler {
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
     const stored = storable && (await store.save(address, entry));
-    if (stored || (storable && standingIn)) l1?.set(address.key, entry);
+    if (stored || (storable && standingIn)) l1?.set(address.key, entry, lookup.since);
     if (held !== undefined) metrics?.revalidation('modified');
     this.#observe(address, held === undefined ? 'filled' : 'modified', held, answer.lastModified, answer.body.length);
     return {
@@ -366,9 +372,10 @@ export class Filler {
     fresher: CacheEntry,
     revalidation: Revalidation,
     upstreamMs: number,
-    standingIn: boolean,
+    copy: { readonly standingIn: boolean; readonly since: number | undefined },
   ): Promise<Fill> {
     const { store, l1, metrics } = this.#options;
+    const { standingIn } = copy;
     metrics?.revalidation(revalidation);
     let stored = false;
     // A policy of ttl 0 (caching turned off since) keeps nothing, as for any fill.
@@ -377,7 +384,7 @@ export class Filler {
       const result = await store.freshen(address, held, fresher);
       stored = result === 'freshened' || (result === 'missing' && (await store.save(address, fresher)));
     }
-    if (stored || (keepable && standingIn)) l1?.set(address.key, fresher);
+    if (stored || (keepable && standingIn)) l1?.set(address.key, fresher, copy.since);
     return { kind: 'entry', entry: fresher, stored, upstreamMs, collapsed: false, revalidation };
   }
 }

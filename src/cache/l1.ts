@@ -101,7 +101,7 @@ export class L1Cache {
   #markedSince(held: HeldCopy, tag: string): boolean {
     if (this.#marks.size === 0) return false;
     const marked = this.#marks.get(tag);
-    return marked !== undefined && held.setNumber <= marked.setNumber;
+    return marked !== undefined && held.setNumber < marked.setNumber;
   }
 
   /**
@@ -164,13 +164,22 @@ export class L1Cache {
   }
 
   /**
-   * Holds `entry` under `key` for an L1 lifetime. A key not held yet whose copy would push others
+   * Holds `entry` under `key` for an L1 lifetime (`since`: the `sequence` when the read that gave it began). A key not held yet whose copy would push others
    * out is admitted only on its second offer (admission.ts) and while its company holds no more
    * than its share (company-shares.ts): a crawl does not evict the hot pages.
    */
-  set(key: string, entry: CacheEntry): void {
+  set(key: string, entry: CacheEntry, since?: number): void {
     if (!this.#entries.has(key) && !this.#admits(key, this.#sizeOf(entry, key))) return;
-    this.#hold(key, entry, ++this.#sets);
+    this.#hold(key, entry, since ?? ++this.#sets);
+  }
+
+  /**
+   * The count of sets and invalidations so far. What was read from the store after this count was
+   * taken is set with it (`set`'s `since`): a copy of a read that began before an invalidation is
+   * then older than it, however late the read came back.
+   */
+  sequence(): number {
+    return this.#sets;
   }
 
   #hold(key: string, entry: CacheEntry, setNumber: number): void {
@@ -202,7 +211,7 @@ export class L1Cache {
    * stale from `mark` on.
    */
   markGroup(tag: string, mark: string): void {
-    this.#marks.set(tag, { setNumber: this.#sets, mark });
+    this.#marks.set(tag, { setNumber: ++this.#sets, mark });
   }
 
   /** A purge: nothing of the group is served from here until the store is read again. */

@@ -148,7 +148,8 @@ class CacheReadService implements ReadService {
     this.#options = options;
     this.#addresses = new AddressMemo(options.keyPrefix);
     this.#now = options.now ?? Date.now;
-    this.#reads = new StoreReads(options.store);
+    const { l1 } = options;
+    this.#reads = new StoreReads(options.store, l1 && (() => l1.sequence()));
     this.#filler = new Filler({ ...options, now: this.#now });
     this.#refresher = new BackgroundRefresher({
       ahead: options.refreshAhead ?? 0,
@@ -301,7 +302,7 @@ class CacheReadService implements ReadService {
         // (docs/architecture.md#why-the-hit-path-is-built-as-it-is). Read whole, the store's
         // entry replaces the copy, so that its stored form is the one confirmed next time (a page
         // taken since it was fetched ahead differs from its copy by a flag alone).
-        l1?.set(address.key, lookup.entry);
+        l1?.set(address.key, lookup.entry, lookup.since);
       },
       () => undefined, // a failed read changes nothing: the copy expires as it would have
     );
@@ -345,7 +346,7 @@ class CacheReadService implements ReadService {
     if (at < current.freshUntil) {
       // As stored (the hot path applies the policy in force to every hit): the copy is confirmed
       // against the store by its stored form.
-      if (lookup.entry !== undefined) this.#options.l1?.set(address.key, lookup.entry);
+      if (lookup.entry !== undefined) this.#options.l1?.set(address.key, lookup.entry, lookup.since);
       if (this.#refresher.isDue(address.key, current, at)) this.#refresher.refresh(request, address, policy, lookup);
       this.#prefetcher.served(request, address, policy, current);
       return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });

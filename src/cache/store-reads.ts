@@ -11,9 +11,12 @@ import type { CacheStore, StoreLookup } from './store.js';
 export class StoreReads {
   readonly #store: CacheStore;
   readonly #reading = new Map<string, Promise<StoreLookup>>();
+  /** The L1's sequence, stamped on each read as it begins (`StoreLookup.since`). */
+  readonly #sequence: (() => number) | undefined;
 
-  constructor(store: CacheStore) {
+  constructor(store: CacheStore, sequence?: () => number) {
     this.#store = store;
+    this.#sequence = sequence;
   }
 
   /**
@@ -24,7 +27,11 @@ export class StoreReads {
   read(address: CacheAddress, known?: CacheEntry): Promise<StoreLookup> {
     let pending = this.#reading.get(address.key);
     if (pending === undefined) {
-      pending = this.#store.lookup(address, known).finally(() => this.#reading.delete(address.key));
+      const since = this.#sequence?.();
+      const lookup = this.#store.lookup(address, known);
+      pending = (since === undefined ? lookup : lookup.then((found) => ({ ...found, since }))).finally(() =>
+        this.#reading.delete(address.key),
+      );
       this.#reading.set(address.key, pending);
     }
     return pending;

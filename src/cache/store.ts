@@ -19,6 +19,11 @@ export interface StoreLookup {
    * entry filled under others is stale (`asOfMarks`).
    */
   readonly mark?: string | undefined;
+  /**
+   * The L1's count of sets when this read began (`L1Cache.sequence`, given by store-reads.ts): a
+   * copy set from what it read is older than an invalidation announced meanwhile.
+   */
+  readonly since?: number | undefined;
 }
 
 /**
