@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ArrivalRecorder } from './arrivals.js';
+import { ChangeWebhook, type WebhookTarget } from './change-webhook.js';
 import { FaultError, type FaultSwitch, parseFaults } from './faults.js';
 import { json } from './json.js';
 import type { LiveDataset } from './live.js';
@@ -99,9 +100,27 @@ async function route(
   json(res, 404, { error: 'not_found' });
 }
 
-/** What live mode answers: `{running, startedAt, rules, changes}`. */
+/** What live mode answers: `{running, startedAt, rules, changes, webhook}` (the webhook's token never). */
 function liveStatus(live: LiveDataset): unknown {
-  return { running: live.running, startedAt: live.startedAt ?? null, rules: live.rules, changes: live.log.size };
+  return {
+    running: live.running,
+    startedAt: live.startedAt ?? null,
+    rules: live.rules,
+    changes: live.log.size,
+    webhook: live.webhook?.status() ?? null,
+  };
+}
+
+/** `webhook` of a live mode body: `{url, token}` (an http(s) URL), `null` to send nowhere; absent: unchanged. */
+function webhookOf(body: unknown): WebhookTarget | null | undefined {
+  if (!isJsonObject(body) || body.webhook === undefined) return undefined;
+  const webhook = body.webhook;
+  if (webhook === null) return null;
+  if (!isJsonObject(webhook) || typeof webhook.url !== 'string' || typeof webhook.token !== 'string')
+    throw new LiveRuleError('webhook: {"url": "http://…", "token": "…"} or null');
+  if (!/^https?:\/\//.test(webhook.url) || !URL.canParse(webhook.url))
+    throw new LiveRuleError('webhook.url: an http(s) URL');
+  return { url: webhook.url, token: webhook.token };
 }
 
 /** Live mode's routes: `live` (GET, PUT to start, DELETE to stop) and `changes` (GET the log, POST one now). */
@@ -111,10 +130,13 @@ async function routeLive(req: IncomingMessage, res: ServerResponse, action: stri
   if (url.pathname === '/live' && method === 'GET') return json(res, 200, liveStatus(live));
   if (url.pathname === '/live' && method === 'PUT') {
     const body = await readJson(req);
+    const webhook = webhookOf(body);
+    const { webhook: _webhook, ...rulesBody } = isJsonObject(body) ? body : {};
     const rules = parseLiveRules(
-      body,
+      rulesBody,
       SEED_RESOURCES.map((r) => r.name),
     );
+    if (webhook !== undefined) live.webhook = webhook === null ? undefined : new ChangeWebhook(webhook);
     const seed = typeof body === 'object' && body !== null && 'seed' in body ? Number(body.seed) : 1;
     live.start(rules, Number.isInteger(seed) ? seed : 1);
     return json(res, 200, liveStatus(live));

@@ -7,6 +7,7 @@
  * the sandbox's own copy of the generated dataset: the same seed starts from the same bytes.
  */
 import { type Change, ChangeLog } from './change-log.js';
+import type { ChangeWebhook } from './change-webhook.js';
 import { type Dataset, DOMAIN_FIELDS, SANDBOX_COMPANIES, type SandboxRecord, TEXT_VALUES } from './dataset.js';
 import type { ChangeKind, ChangeRule } from './live-rules.js';
 import { type ResourceName, SEED_RESOURCES } from './resources.js';
@@ -41,6 +42,7 @@ export class LiveDataset {
   #rules: readonly ChangeRule[] = [];
   #timer: NodeJS.Timeout | undefined;
   #startedAt: number | undefined;
+  #webhook: ChangeWebhook | undefined;
 
   constructor(base: Dataset, now: () => number = Date.now) {
     for (const [resource, records] of base) this.#records.set(resource, [...records]);
@@ -67,6 +69,15 @@ export class LiveDataset {
 
   get rules(): readonly ChangeRule[] {
     return this.#rules;
+  }
+
+  /** Where each change is sent as it is made (change-webhook.ts); `undefined`: nowhere. */
+  get webhook(): ChangeWebhook | undefined {
+    return this.#webhook;
+  }
+
+  set webhook(webhook: ChangeWebhook | undefined) {
+    this.#webhook = webhook;
   }
 
   /** Starts changing records by `rules` (replacing any running), the targets chosen by `seed`. */
@@ -119,7 +130,7 @@ export class LiveDataset {
     if (before === undefined) return undefined;
     const after = kind === 'move' ? moved(resource, before, at) : updated(resource, before, at);
     records[index] = after;
-    return this.#log.add({ at, company: String(before.company_id), resource, id: before.id, kind, before, after });
+    return this.#made({ at, company: String(before.company_id), resource, id: before.id, kind, before, after });
   }
 
   #append(resource: ResourceName, records: SandboxRecord[], company: string, at: number): Change | undefined {
@@ -131,7 +142,14 @@ export class LiveDataset {
     const stamp = new Date(at).toISOString();
     const after: SandboxRecord = { ...template, id, created_at: stamp, updated_at: stamp };
     records.push(after);
-    return this.#log.add({ at, company, resource, id, kind: 'append', before: null, after });
+    return this.#made({ at, company, resource, id, kind: 'append', before: null, after });
+  }
+
+  /** A change made: logged, then sent to the webhook (the record already reads as changed). */
+  #made(change: Omit<Change, 'seq'>): Change {
+    const logged = this.#log.add(change);
+    this.#webhook?.changed(logged);
+    return logged;
   }
 
   #plan(rule: ChangeRule, seed: number, at: number): Plan {

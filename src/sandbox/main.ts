@@ -14,6 +14,7 @@ import { type Command, parseCommandLine, STANDARD_OPTIONS, USAGE_EXIT_CODE } fro
 import { DEV_SECRET, mintDevToken } from '../cli/dev-credentials.js';
 import { ConfigError, loadEnv } from '../config/load.js';
 import { messageOf } from '../errors/proxy-error.js';
+import type { WebhookTarget } from './change-webhook.js';
 import type { SandboxKeys } from './credentials.js';
 import { type ChangeRule, LiveRuleError, parseLiveRules } from './live-rules.js';
 import { SEED_RESOURCES } from './resources.js';
@@ -46,6 +47,18 @@ function liveVar(): readonly ChangeRule[] | undefined {
   }
 }
 
+/** `SANDBOX_LIVE_WEBHOOK` and `SANDBOX_LIVE_WEBHOOK_TOKEN`: where live mode sends its changes. */
+function webhookVar(): WebhookTarget | undefined {
+  const url = process.env.SANDBOX_LIVE_WEBHOOK;
+  if (url === undefined || url === '') return undefined;
+  if (!/^https?:\/\//.test(url) || !URL.canParse(url))
+    throw new ConfigError('SANDBOX_LIVE_WEBHOOK', 'must be an http(s) URL');
+  const token = process.env.SANDBOX_LIVE_WEBHOOK_TOKEN;
+  if (token === undefined || token === '')
+    throw new ConfigError('SANDBOX_LIVE_WEBHOOK_TOKEN', 'is needed with SANDBOX_LIVE_WEBHOOK (the admin token)');
+  return { url, token };
+}
+
 function integerVar(name: string, fallback: number): number {
   const text = process.env[name];
   if (text === undefined || text === '') return fallback;
@@ -67,6 +80,8 @@ const SANDBOX_COMMAND: Command = {
     '  SANDBOX_VALIDATORS (etag,last-modified)         validators sent and conditional requests answered 304:',
     '                                                  etag, last-modified, both (comma-separated) or none',
     '  SANDBOX_LIVE                                    live mode from the start: mixed, or {"rules": [...]} as JSON',
+    "  SANDBOX_LIVE_WEBHOOK, SANDBOX_LIVE_WEBHOOK_TOKEN each change POSTed there with the token (the proxy's",
+    '                                                  /admin/cache/invalidate and its ADMIN_TOKEN)',
     '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET, JWT_ALGORITHMS, JWT_ISSUER, JWT_AUDIENCE',
     '                                                  token keys as the proxy reads them; none: the development secret',
   ].join('\n'),
@@ -84,6 +99,7 @@ async function run(): Promise<void> {
   const port = integerVar('SANDBOX_PORT', 8081);
   if (port > 65_535) throw new ConfigError('SANDBOX_PORT', 'must be a port number');
   const live = liveVar();
+  const webhook = webhookVar();
   const sandbox = createSandbox({
     keys,
     ...(env.jwtIssuer !== undefined && { issuer: env.jwtIssuer }),
@@ -93,6 +109,7 @@ async function run(): Promise<void> {
     seed: integerVar('SANDBOX_SEED', 20_261_122),
     validators: validatorsVar(),
     ...(live !== undefined && { live }),
+    ...(webhook !== undefined && { webhook }),
   });
   const url = await sandbox.listen(port, process.env.SANDBOX_HOST ?? '127.0.0.1');
   const lines = [`sandbox system of record listening on ${url}`];

@@ -27,6 +27,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import { SandboxApi } from './api.js';
 import { ArrivalRecorder, type SandboxStats } from './arrivals.js';
+import { ChangeWebhook, type WebhookTarget } from './change-webhook.js';
 import { CONTROL_PREFIX, type ControlTargets, handleControl } from './control.js';
 import { credentialChecker, type SandboxClaimNames, type SandboxKeys } from './credentials.js';
 import { type Dataset, generateDataset } from './dataset.js';
@@ -59,6 +60,8 @@ export interface SandboxOptions {
   readonly validators?: ValidatorSettings;
   /** Live mode from the start (live.ts): records change by these rules. Off by default. */
   readonly live?: readonly ChangeRule[];
+  /** Where live mode sends each change it makes (change-webhook.ts): the proxy's invalidation endpoint. */
+  readonly webhook?: WebhookTarget;
 }
 
 export interface Sandbox {
@@ -151,6 +154,7 @@ function settle(res: ServerResponse, promise: Promise<void>): void {
 
 export function createSandbox(options: SandboxOptions): Sandbox {
   const live = new LiveDataset(options.seed === undefined ? generateDataset() : generateDataset(options.seed));
+  if (options.webhook !== undefined) live.webhook = new ChangeWebhook(options.webhook);
   if (options.live !== undefined) live.start(options.live, options.seed);
   const checkToken = credentialChecker({
     keys: options.keys,

@@ -1,0 +1,155 @@
+/**
+ * Soft invalidation across a fleet (docs/cache.md#soft-invalidation): three replicas on a real
+ * Redis Cluster, the live sandbox sending each change it makes to one replica's
+ * `/admin/cache/invalidate` (its webhook). The replicas hold their pages with a TTL of 300 s and an
+ * L1 lifetime of 30 s, so that nothing but the invalidation can bring them a change within the test.
+ * What must hold: every replica serves the changed pages within the poll's deadline (how soon is a
+ * figure), the upstream is asked once for each page that could show the change and for nothing
+ * else (a record not named stays a hit), and an invalidation taken before the master holding its
+ * marks is killed still holds after the failover.
+ */
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_PREFIX } from '../../src/catalog/resources.js';
+import { mintDevToken } from '../../src/cli/dev-credentials.js';
+import { ChangeWebhook } from '../../src/sandbox/change-webhook.js';
+import type { Sandbox } from '../../src/sandbox/server.js';
+import { startSandbox, upstreamTarget } from '../helpers/env.js';
+import { recordFigure } from '../helpers/figures.js';
+import { getWithToken } from '../helpers/http.js';
+import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
+import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+
+const secret = 'soft invalidation: thirty-two bytes at least, surely';
+const ADMIN_TOKEN = 'soft-invalidation-admin-token';
+const LIST = `${API_PREFIX}/transfers?per_page=5`;
+const OTHER_LIST = `${API_PREFIX}/transfers?per_page=9`;
+
+let redis: SharedRedis;
+let sandbox: Sandbox;
+let replicas: Replica[] = [];
+let token: string;
+let webhook: ChangeWebhook;
+/** The ids of the first list page's records, in order. */
+let ids: number[] = [];
+
+const recordPath = (id: number): string => `${API_PREFIX}/transfers/${String(id)}`;
+
+async function etagOn(replica: Replica, path: string): Promise<string> {
+  const answer = await getWithToken(replica.url, path, token);
+  expect(answer.status).toBe(200);
+  return answer.headers.etag ?? '';
+}
+
+beforeAll(async () => {
+  redis = await startSharedRedis('cluster');
+  sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
+  replicas = await startReplicas(
+    3,
+    { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ADMIN_TOKEN, ...redis.env },
+    [
+      'cache:',
+      '  defaults: { ttl: 300, staleWhileRevalidate: 300, staleIfError: 600, notFoundTtl: 10 }',
+      '  l1: { ttl: 30 }',
+      unmetLimits(3),
+    ].join('\n'),
+  );
+  token = await mintDevToken({ company: 1, secret });
+  const first = await getWithToken(replicas[0]?.url ?? '', LIST, token);
+  ids = (first.json() as { data: Array<{ id: number }> }).data.map((record) => record.id);
+  webhook = new ChangeWebhook({ url: `${replicas[0]?.adminUrl ?? ''}/admin/cache/invalidate`, token: ADMIN_TOKEN });
+  sandbox.live.webhook = webhook;
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.process.stop('SIGKILL')));
+  await sandbox?.close();
+  await redis?.stop();
+});
+
+/** Every page on every replica, twice: stored, then held in each L1. */
+async function warm(paths: readonly string[]): Promise<Map<string, string>> {
+  const etags = new Map<string, string>();
+  for (let round = 0; round < 2; round++)
+    for (const path of paths) for (const replica of replicas) etags.set(path, await etagOn(replica, path));
+  return etags;
+}
+
+/** Upstream requests for `path` since the last reset. */
+function asked(path: string): number {
+  return sandbox.stats().byTarget[upstreamTarget(path)] ?? 0;
+}
+
+describe('a change sent to one replica by the system of record', () => {
+  it('reaches every replica: each serves the changed pages; the upstream is asked once per page that could show it', {
+    timeout: 60_000,
+  }, async () => {
+    const [changed, untouched] = ids as [number, number];
+    const paths = [LIST, OTHER_LIST, recordPath(changed), recordPath(untouched)];
+    const before = await warm(paths);
+    sandbox.resetStats();
+    expect(sandbox.live.change('transfers', 'update', changed)).toBeDefined();
+    await webhook.idle();
+    const deliveredAt = performance.now();
+    expect(webhook.status()).toMatchObject({ delivered: 1, dropped: 0 });
+    // Reached: the replica no longer answers with its copy as fresh (a stale answer while its
+    // refresh runs, or the new page already). With an L1 lifetime of 30 s and a TTL of 300 s, only
+    // the invalidation can have told it.
+    const reachedMs = await Promise.all(
+      replicas.map(async (replica) => {
+        await until(async () => {
+          const answer = await getWithToken(replica.url, LIST, token);
+          const stale = /stale-while-revalidate/.test(answer.headers['cache-status'] ?? '');
+          return stale || answer.headers.etag !== before.get(LIST);
+        }, 'the invalidation');
+        return Math.round(performance.now() - deliveredAt);
+      }),
+    );
+    recordFigure(
+      'soft-invalidation',
+      'ms from the webhook acknowledged to a stale or new list on each replica',
+      reachedMs,
+    );
+    for (const replica of replicas) {
+      await until(
+        async () => (await etagOn(replica, recordPath(changed))) !== before.get(recordPath(changed)),
+        'the change',
+      );
+      await until(async () => (await etagOn(replica, LIST)) !== before.get(LIST), 'the changed list');
+    }
+    // The record not named stays a hit everywhere, never asked of the upstream.
+    for (const replica of replicas)
+      expect(await etagOn(replica, recordPath(untouched))).toBe(before.get(recordPath(untouched)));
+    expect(asked(recordPath(untouched))).toBe(0);
+    // One refresh per page for the whole fleet (coalesced by the fill lease): the changed record's,
+    // and each list of its resource, whether it shows the record or not (a 304 when it does not).
+    expect(asked(recordPath(changed))).toBe(1);
+    expect(asked(LIST)).toBe(1);
+    expect(asked(OTHER_LIST)).toBeLessThanOrEqual(1);
+  });
+
+  it('still holds after the master holding its marks is killed and failed over', { timeout: 60_000 }, async () => {
+    const cluster = redis.cluster;
+    if (cluster === undefined) throw new Error('a cluster was asked for');
+    const id = ids[2] ?? 0;
+    const before = await warm([recordPath(id)]);
+    // Changed at the upstream and marked, but read by nobody yet: only the mark says the page is stale.
+    expect(sandbox.live.change('transfers', 'update', id)).toBeDefined();
+    await webhook.idle();
+    const master = await cluster.masterOf('{1:transfers}');
+    // The mark is an ordinary key of the group's slot: replicated like the entries it marks.
+    const direct = new Redis(master.port, '127.0.0.1');
+    expect(await direct.wait(1, 2_000)).toBeGreaterThanOrEqual(1);
+    direct.disconnect();
+    await cluster.kill(master);
+    await cluster.waitHealthy(20_000);
+    sandbox.resetStats();
+    for (const replica of replicas)
+      await until(
+        async () => (await etagOn(replica, recordPath(id))) !== before.get(recordPath(id)),
+        'the change after the failover',
+        20_000,
+      );
+    expect(asked(recordPath(id))).toBe(1);
+  });
+});
