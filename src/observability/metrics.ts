@@ -32,6 +32,7 @@ import {
   REVALIDATIONS,
   type ScrapeSources,
   STORE_LOOKUPS,
+  UPSTREAM_FILL_BYTES,
   UPSTREAM_REFUSALS,
   UPSTREAM_REQUESTS,
   UPSTREAM_SECONDS,
@@ -40,7 +41,7 @@ import { L1Lookups, RequestSeries } from './metrics/hot-path.js';
 import { resourceLabel, statusLabel } from './metrics/labels.js';
 import { MetricRegistry } from './metrics/registry.js';
 
-export type { CacheFootprint } from './metrics/definitions.js';
+export type { CacheFootprint, ResourceFreshnessReading } from './metrics/definitions.js';
 
 /**
  * The `cache` label: what the cache did for a request (the cache's `CacheResult`, named here so that
@@ -96,6 +97,8 @@ export interface Metrics {
   revalidation(result: RevalidationResult): void;
   /** A next page fetched ahead of a walker, or not (docs/cache.md#prefetch). */
   prefetch(result: PrefetchResult): void;
+  /** Body bytes the upstream sent for a fill of a cacheable page (0 for a 304). */
+  upstreamFillBytes(resource: string, bytes: number): void;
   /**
    * What the gauges read at each scrape, given once the parts they read exist (added to what
    * `createMetrics` was given); before the first scrape.
@@ -126,6 +129,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const storeLookups = registry.counter(STORE_LOOKUPS);
   const revalidations = registry.counter(REVALIDATIONS);
   const prefetches = registry.counter(PREFETCHES);
+  const fillBytes = registry.counter(UPSTREAM_FILL_BYTES);
   // The gauges are made at the first scrape, from every source given by then.
   let sources: ScrapeSources = options;
   let gauged = false;
@@ -158,6 +162,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     storeLookup: (result) => storeLookups.labels(result).inc(),
     revalidation: (result) => revalidations.labels(result).inc(),
     prefetch: (result) => prefetches.labels(result).inc(),
+    upstreamFillBytes: (resource, bytes) => fillBytes.labels(resourceLabel(resource)).inc(bytes),
     watch(more) {
       if (gauged) throw new Error('metrics: sources are given before the first scrape');
       sources = { ...sources, ...more };

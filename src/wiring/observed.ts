@@ -2,6 +2,7 @@
  * What the metrics read of the parts at each scrape (docs/operations.md#metrics), bound once the
  * parts exist.
  */
+import { DEFAULT_TARGET_SECONDS } from '../cache/freshness-advice.js';
 import { BUDGET_MODES } from '../limits/budget-mode.js';
 import type { Wired } from './wired.js';
 
@@ -16,5 +17,8 @@ export function observeParts({ base, lifecycle, shared, control, upstream, reads
     operatorStateAgeSeconds: redisShared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
     budgetMode: { modes: BUDGET_MODES, current: () => upstream.budget.mode() },
     companyCacheBytes: () => reads.cache.bytesByCompany(),
+    freshness: () =>
+      reads.freshness.advice(DEFAULT_TARGET_SECONDS, (resource) => reads.policies.policyFor(resource).ttl, base.now())
+        .resources,
   });
 }

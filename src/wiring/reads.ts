@@ -1,8 +1,10 @@
 /**
  * The cache (docs/cache.md): its parts (the store, the L1, coalescing, purges), the policies in
- * force (the config file's, re-read on reload, under the operator's run-time overrides) and the
- * read service that fetches through the upstream's origin.
+ * force (the config file's, re-read on reload, under the operator's run-time overrides), the
+ * read service that fetches through the upstream's origin, and the ledger its fills are told to
+ * (docs/cache.md#freshness-advice).
  */
+import { FreshnessLedger } from '../cache/freshness-ledger.js';
 import type { Origin } from '../cache/origin.js';
 import { CachePolicies } from '../cache/policy.js';
 import { createReadService, type ReadService } from '../cache/read-service.js';
@@ -16,6 +18,8 @@ export interface ReadParts {
   readonly policies: CachePolicies;
   readonly cache: CacheParts;
   readonly reads: ReadService;
+  /** What this replica's fills learnt of each resource's pages: the freshness advice. */
+  readonly freshness: FreshnessLedger;
 }
 
 export function wireReads(
@@ -32,6 +36,7 @@ export function wireReads(
   const cache = createCacheParts(config, shared.redis, shared.cacheHealth, now, logger);
   closers.add('cache store', () => cache.store.close());
   closers.add('fill coordinator', () => cache.coordinator.close());
+  const freshness = new FreshnessLedger({ now, metrics });
   const reads = createReadService({
     store: cache.store,
     l1: cache.l1,
@@ -47,7 +52,8 @@ export function wireReads(
     maxBackgroundRefreshes: config.cache.refresh.maxConcurrent,
     prefetch: config.cache.prefetch,
     now,
+    onFill: (observation) => freshness.observe(observation),
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
-  return { policies, cache, reads };
+  return { policies, cache, reads, freshness };
 }

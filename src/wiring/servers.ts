@@ -97,6 +97,7 @@ function adminServer(wired: Wired, httpLog: HttpLog, requestLog: RequestLog): Se
               budget: upstream.budget,
               metrics,
               cacheBytes: reads.cache.bytesByCompany,
+              freshness: reads.freshness,
               now,
             },
     }),

@@ -47,6 +47,19 @@ export interface ScrapeSources {
   readonly budgetMode?: { readonly modes: readonly string[]; readonly current: () => string } | undefined;
   /** Read on each scrape: bytes each company holds in the in-process cache tier. */
   readonly companyCacheBytes?: () => ReadonlyMap<string, number>;
+  /** Read on each scrape: each resource's freshness figures over the advice's window (docs/cache.md#freshness-advice). */
+  readonly freshness?: () => readonly ResourceFreshnessReading[];
+}
+
+/**
+ * A resource's freshness figures, as the gauges read them; null where nothing is known yet (that
+ * resource's series is then absent).
+ */
+export interface ResourceFreshnessReading {
+  readonly resource: string;
+  readonly changeIntervalSeconds: number | null;
+  readonly unchangedShare: number | null;
+  readonly staleShareEstimate: number | null;
 }
 
 /** What a gauge shows at a scrape: one value, or a value for each label set (values in `labelNames` order). */
@@ -150,6 +163,13 @@ export const PREFETCHES = {
   zeroes: [['started'], ['used'], ['wasted'], ['failed'], ['cached'], ['filling'], ['leased'], ['cap'], ['budget']],
 } as const satisfies CounterDefinition<string>;
 
+export const UPSTREAM_FILL_BYTES = {
+  name: 'slab_proxy_upstream_fill_bytes_total',
+  help: 'Body bytes the upstream sent for fills of cacheable pages, first fills and refreshes (0 for a 304), by resource.',
+  labelNames: ['resource'],
+  zeroes: RESOURCE_NAMES.map((resource) => [resource]),
+} as const satisfies CounterDefinition<string>;
+
 /** Companies named in the per-company series, at most (company-series.ts); the rest are `other`. */
 export const NAMED_COMPANIES = 10;
 export const OTHER_COMPANIES = 'other';
@@ -197,6 +217,26 @@ function tierGauge(name: string, what: string, read: (tier: CacheFootprint) => n
     labelNames: ['tier'],
     read: ({ cacheFootprint }) =>
       cacheFootprint && (() => cacheFootprint().map((tier) => [[tier.tier], read(tier)] as const)),
+  };
+}
+
+/** A gauge per resource of one freshness figure, for the resources where it is known. */
+function freshnessGauge(
+  name: string,
+  help: string,
+  figure: (reading: ResourceFreshnessReading) => number | null,
+): GaugeDefinition {
+  return {
+    name,
+    help,
+    labelNames: ['resource'],
+    read: ({ freshness }) =>
+      freshness &&
+      (() =>
+        freshness().flatMap((reading) => {
+          const value = figure(reading);
+          return value === null ? [] : [[[reading.resource], value] as const];
+        })),
   };
 }
 
@@ -255,4 +295,19 @@ export const GAUGES: readonly GaugeDefinition[] = [
     labelNames: ['company'],
     read: ({ companyCacheBytes }) => companyCacheBytes && (() => topByBytes(companyCacheBytes())),
   },
+  freshnessGauge(
+    'slab_proxy_cache_change_interval_seconds',
+    "Mean interval between changes of a resource's pages, estimated from this replica's refreshes of the last 10 minutes; absent until one found a change.",
+    (reading) => reading.changeIntervalSeconds,
+  ),
+  freshnessGauge(
+    'slab_proxy_cache_unchanged_refresh_ratio',
+    "Share of this replica's refreshes of the last 10 minutes that found the page unchanged (a 304, or the same body), by resource.",
+    (reading) => reading.unchangedShare,
+  ),
+  freshnessGauge(
+    'slab_proxy_cache_stale_read_ratio_estimate',
+    'Estimated share of reads served stale at the TTL in force, from the change interval, by resource.',
+    (reading) => reading.staleShareEstimate,
+  ),
 ];

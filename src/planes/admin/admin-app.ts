@@ -3,7 +3,7 @@
  * client surface's OpenAPI description always; with `ADMIN_TOKEN` set, the operator API behind a
  * bearer token compared in constant time: the effective settings, run-time TTL overrides, purges,
  * revocations, blocks and company weights, each shared with every replica, the lists of what is in
- * force, and this replica's figures per company.
+ * force, and this replica's figures per company and freshness advice per resource.
  * Bodies must be JSON (415 otherwise) and are checked against a strict schema: a bad one is a
  * problem+json 400 `invalid_body` whose `pointer` names the member (RFC 9457 §3).
  *
@@ -11,6 +11,7 @@
  * operator API behind its gate (operator-gate.ts), and answers what none of them took.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { FreshnessLedger } from '../../cache/freshness-ledger.js';
 import type { CachePolicies } from '../../cache/policy.js';
 import type { ReadService } from '../../cache/read-service.js';
 import type { FileConfig } from '../../config/schema.js';
@@ -23,6 +24,7 @@ import type { Metrics } from '../../observability/metrics.js';
 import { blockRoutes } from './block-routes.js';
 import { companyRoutes } from './company-routes.js';
 import { documentRoutes } from './document-routes.js';
+import { freshnessRoutes } from './freshness-routes.js';
 import { healthRoutes, type Readiness } from './health-routes.js';
 import { bodyParserProblem, operatorGate } from './operator-gate.js';
 import { purgeRoutes } from './purge-routes.js';
@@ -43,6 +45,8 @@ export interface OperatorApi {
   /** Per-company figures of this replica (`/admin/companies`). */
   readonly metrics: Pick<Metrics, 'companies'>;
   readonly cacheBytes: () => ReadonlyMap<string, number>;
+  /** What this replica's fills learnt of each resource's pages (`/admin/cache/freshness`). */
+  readonly freshness: Pick<FreshnessLedger, 'advice'>;
   readonly now?: () => number;
 }
 
@@ -69,6 +73,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
     revocationRoutes(app, operator.control, operator.now ?? Date.now);
     blockRoutes(app, operator.control);
     companyRoutes(app, operator);
+    freshnessRoutes(app, operator);
     weightRoutes(app, operator);
   }
   app.use(notFound);

@@ -1,0 +1,175 @@
+/**
+ * This replica's record of what its fills learnt about each resource's pages, for the freshness
+ * advice (docs/cache.md#freshness-advice): the last ten minutes, in one-minute buckets per resource.
+ * Memory is bounded by construction: at most one ring of ten buckets for each of the catalog's
+ * resources, a few numbers each, and nothing per page. What a change interval needs of a page (how
+ * long its copy was held, its previous `Last-Modified`) comes with the fill itself, in the entry it
+ * refreshed.
+ */
+import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { FillObservation } from './fill.js';
+import { adviceFor, type ResourceFreshness, type WindowTotals } from './freshness-advice.js';
+
+/** The window of the advice: this many one-minute buckets, the current one included. */
+export const WINDOW_MINUTES = 10;
+const MINUTE_MS = 60_000;
+/**
+ * The shortest span the per-minute figures are taken over, seconds: a replica's first seconds count
+ * as a whole minute, so that a first burst of fills is not extrapolated into a rate.
+ */
+const MIN_WINDOW_SECONDS = 60;
+
+export interface FreshnessAdvice {
+  readonly resources: readonly ResourceFreshness[];
+  /** The span the per-minute figures are over: the window, or less since the replica started. */
+  readonly windowSeconds: number;
+  readonly targetSeconds: number;
+}
+
+export interface FreshnessLedgerOptions {
+  readonly now: () => number;
+  /** Counts the upstream's body bytes per resource (`slab_proxy_upstream_fill_bytes_total`). */
+  readonly metrics?: Pick<Metrics, 'upstreamFillBytes'> | undefined;
+}
+
+/** One minute of one resource's fills. */
+interface MinuteCounts {
+  /** Minutes since the epoch. */
+  minute: number;
+  fills: number;
+  refreshes: number;
+  unchanged: number;
+  changed: number;
+  heldMs: number;
+  bytes: number;
+  lastModifiedChanges: number;
+  lastModifiedMs: number;
+}
+
+export class FreshnessLedger {
+  readonly #rings = new Map<ResourceName, MinuteCounts[]>();
+  readonly #startedAt: number;
+  readonly #metrics: Pick<Metrics, 'upstreamFillBytes'> | undefined;
+
+  constructor(options: FreshnessLedgerOptions) {
+    this.#startedAt = options.now();
+    this.#metrics = options.metrics;
+  }
+
+  /** The buckets held, every resource's together: at most resources × `WINDOW_MINUTES`. */
+  get bucketsHeld(): number {
+    let held = 0;
+    for (const ring of this.#rings.values()) held += ring.length;
+    return held;
+  }
+
+  /** Counts one fill in its resource's bucket of the minute it was answered. */
+  observe(observation: FillObservation): void {
+    const { address, outcome, previous, bytes, at } = observation;
+    this.#metrics?.upstreamFillBytes(address.group.resource, bytes);
+    const counts = this.#bucket(address.group.resource, Math.floor(at / MINUTE_MS));
+    // A fill answered before the window (a slow exchange reported late) is no longer counted.
+    if (counts === undefined) return;
+    counts.bytes += bytes;
+    if (outcome === 'filled' || previous === undefined) {
+      counts.fills++;
+      return;
+    }
+    counts.refreshes++;
+    counts.heldMs += Math.max(0, at - previous.storedAt);
+    if (outcome === 'modified') counts.changed++;
+    else counts.unchanged++;
+    const gap = lastModifiedGap(previous.lastModified, observation.lastModified);
+    if (gap !== undefined) {
+      counts.lastModifiedChanges++;
+      counts.lastModifiedMs += gap;
+    }
+  }
+
+  /**
+   * The advice at `now`, for each resource with fills in the window (catalog order): its figures
+   * over the window, judged against `targetSeconds` of expected staleness under the TTL `ttlOf` it.
+   */
+  advice(targetSeconds: number, ttlOf: (resource: ResourceName) => number, now: number): FreshnessAdvice {
+    const current = Math.floor(now / MINUTE_MS);
+    const windowStart = Math.max(this.#startedAt, (current - WINDOW_MINUTES + 1) * MINUTE_MS);
+    const windowSeconds = Math.max(MIN_WINDOW_SECONDS, (now - windowStart) / 1000);
+    const resources: ResourceFreshness[] = [];
+    for (const resource of RESOURCE_NAMES) {
+      const ring = this.#rings.get(resource);
+      const totals = ring === undefined ? undefined : totalsOf(ring, current);
+      if (totals === undefined || totals.fills + totals.refreshes === 0) continue;
+      resources.push(adviceFor(resource, totals, ttlOf(resource), targetSeconds, windowSeconds / 60));
+    }
+    return { resources, windowSeconds, targetSeconds };
+  }
+
+  /**
+   * The bucket of `minute` in the resource's ring (slot `minute mod WINDOW_MINUTES`), emptied
+   * first when it still holds an older minute; undefined when the slot has moved on to a later one.
+   */
+  #bucket(resource: ResourceName, minute: number): MinuteCounts | undefined {
+    let ring = this.#rings.get(resource);
+    if (ring === undefined) {
+      ring = Array.from({ length: WINDOW_MINUTES }, () => emptyMinute(Number.NEGATIVE_INFINITY));
+      this.#rings.set(resource, ring);
+    }
+    const slot = ((minute % WINDOW_MINUTES) + WINDOW_MINUTES) % WINDOW_MINUTES;
+    const held = ring[slot];
+    if (held === undefined || held.minute > minute) return undefined;
+    if (held.minute < minute) Object.assign(held, emptyMinute(minute));
+    return held;
+  }
+}
+
+function emptyMinute(minute: number): MinuteCounts {
+  return {
+    minute,
+    fills: 0,
+    refreshes: 0,
+    unchanged: 0,
+    changed: 0,
+    heldMs: 0,
+    bytes: 0,
+    lastModifiedChanges: 0,
+    lastModifiedMs: 0,
+  };
+}
+
+/** A ring's buckets of the window ending with minute `current`, summed. */
+function totalsOf(ring: readonly MinuteCounts[], current: number): WindowTotals {
+  const sum = emptyMinute(current);
+  for (const counts of ring) {
+    if (counts.minute > current || counts.minute <= current - WINDOW_MINUTES) continue;
+    sum.fills += counts.fills;
+    sum.refreshes += counts.refreshes;
+    sum.unchanged += counts.unchanged;
+    sum.changed += counts.changed;
+    sum.heldMs += counts.heldMs;
+    sum.bytes += counts.bytes;
+    sum.lastModifiedChanges += counts.lastModifiedChanges;
+    sum.lastModifiedMs += counts.lastModifiedMs;
+  }
+  return {
+    fills: sum.fills,
+    refreshes: sum.refreshes,
+    unchanged: sum.unchanged,
+    changed: sum.changed,
+    heldSeconds: sum.heldMs / 1000,
+    bytes: sum.bytes,
+    lastModifiedChanges: sum.lastModifiedChanges,
+    lastModifiedSeconds: sum.lastModifiedMs / 1000,
+  };
+}
+
+/**
+ * How much later the upstream's `Last-Modified` is than the one of the copy held, ms: one gap
+ * between distinct values for the same page. Undefined when either is missing or unreadable, or
+ * the value did not move forward.
+ */
+function lastModifiedGap(held: string | undefined, answered: string | undefined): number | undefined {
+  if (held === undefined || answered === undefined) return undefined;
+  const gap = Date.parse(answered) - Date.parse(held);
+  return Number.isFinite(gap) && gap > 0 ? gap : undefined;
+}
