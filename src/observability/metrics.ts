@@ -26,6 +26,7 @@ import { CompanySeries } from './metrics/company-series.js';
 import {
   COALESCED_WAITS,
   GAUGES,
+  INVALIDATIONS,
   PREFETCHES,
   RATE_LIMITED,
   REDIS_ERRORS,
@@ -99,6 +100,8 @@ export interface Metrics {
   prefetch(result: PrefetchResult): void;
   /** Body bytes the upstream sent for a fill of a cacheable page (0 for a 304). */
   upstreamFillBytes(resource: string, bytes: number): void;
+  /** A soft invalidation taken (docs/cache.md#soft-invalidation), by its scope. */
+  invalidation(scope: 'records' | 'resource'): void;
   /**
    * What the gauges read at each scrape, given once the parts they read exist (added to what
    * `createMetrics` was given); before the first scrape.
@@ -130,6 +133,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const revalidations = registry.counter(REVALIDATIONS);
   const prefetches = registry.counter(PREFETCHES);
   const fillBytes = registry.counter(UPSTREAM_FILL_BYTES);
+  const invalidations = registry.counter(INVALIDATIONS);
   // The gauges are made at the first scrape, from every source given by then.
   let sources: ScrapeSources = options;
   let gauged = false;
@@ -163,6 +167,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     revalidation: (result) => revalidations.labels(result).inc(),
     prefetch: (result) => prefetches.labels(result).inc(),
     upstreamFillBytes: (resource, bytes) => fillBytes.labels(resourceLabel(resource)).inc(bytes),
+    invalidation: (scope) => invalidations.labels(scope).inc(),
     watch(more) {
       if (gauged) throw new Error('metrics: sources are given before the first scrape');
       sources = { ...sources, ...more };

@@ -156,6 +156,13 @@ export const REVALIDATIONS = {
   zeroes: [['not_modified'], ['identical'], ['modified']],
 } as const satisfies CounterDefinition<string>;
 
+export const INVALIDATIONS = {
+  name: 'slab_proxy_cache_invalidations_total',
+  help: 'Soft invalidations taken (docs/cache.md#soft-invalidation), by scope: records (the pages of records named and the lists of their resource) or resource (every page of the resource). Each marks pages stale on every replica; none deletes.',
+  labelNames: ['scope'],
+  zeroes: [['records'], ['resource']],
+} as const satisfies CounterDefinition<string>;
+
 export const PREFETCHES = {
   name: 'slab_proxy_prefetches_total',
   help: 'Next pages of keyset walks fetched ahead of the walker: started (asked of the upstream), used (a request of any replica took the page first here), wasted (expired untaken), failed (the upstream refused or failed), and skipped by reason: cached, filling, leased (another replica), cap, budget (no slot to spare).',

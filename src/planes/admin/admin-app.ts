@@ -26,6 +26,7 @@ import { companyRoutes } from './company-routes.js';
 import { documentRoutes } from './document-routes.js';
 import { freshnessRoutes } from './freshness-routes.js';
 import { healthRoutes, type Readiness } from './health-routes.js';
+import { invalidationRoutes } from './invalidation-routes.js';
 import { bodyParserProblem, operatorGate } from './operator-gate.js';
 import { purgeRoutes } from './purge-routes.js';
 import { revocationRoutes } from './revocation-routes.js';
@@ -70,6 +71,7 @@ export function createAdminApp(options: AdminAppOptions): Express {
     app.use('/admin', ...operatorGate(operator.token));
     settingsRoutes(app, operator);
     purgeRoutes(app, operator.reads);
+    invalidationRoutes(app, operator.reads);
     revocationRoutes(app, operator.control, operator.now ?? Date.now);
     blockRoutes(app, operator.control);
     companyRoutes(app, operator);
