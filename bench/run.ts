@@ -61,7 +61,7 @@ import { runAllocation } from './phases/allocation.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
-import { freshnessSettings, runFreshness } from './phases/freshness.js';
+import { freshnessSettings, INVALIDATED_P99_MS, INVALIDATED_STALE_SHARE, runFreshness } from './phases/freshness.js';
 import { runHalfLoad } from './phases/half-load.js';
 import { type HitTarget, runHitPhase, type ServerName } from './phases/hits.js';
 import {
@@ -337,7 +337,9 @@ async function bench(): Promise<number> {
   const neighbour = await runNoisyNeighbour(neighbourProxy.url, sandbox.url, bearer);
   await stop(neighbourProxy.launched);
   say();
-  const freshness = await runFreshness(freshnessSettings(), nodeFlags);
+  const freshness = await runFreshness(freshnessSettings(), nodeFlags, 'fixed');
+  say();
+  const invalidated = await runFreshness(freshnessSettings(), nodeFlags, 'invalidated');
   say();
   const crowd = await runManyCredentials(manyCredentialsSettings());
   say();
@@ -413,6 +415,15 @@ async function bench(): Promise<number> {
     target: 'freshness on the live sandbox, the shipped TTLs (measured, the yardstick for other lifetimes)',
     figure: `${fmt(freshness.staleShare * 100, 1)}% stale, staleness p99 ${fmt(freshness.p99Ms / 1000, 1)} s, ${fmtInt(freshness.upstreamPerMinute)} upstream requests/min`,
     pass: undefined,
+  });
+  list.push({
+    target: `freshness with every change sent to the proxy: ≤ ${fmt(INVALIDATED_STALE_SHARE * 100, 0)}% stale, staleness p99 ≤ ${fmt(INVALIDATED_P99_MS / 1000, 0)} s, upstream ≤ the changes' pages + cold misses`,
+    figure: `${fmt(invalidated.staleShare * 100, 1)}% stale, staleness p99 ${fmt(invalidated.p99Ms / 1000, 1)} s, ${fmtInt(invalidated.upstreamPerMinute)} upstream requests/min (${fmtInt(invalidated.notModifiedPerMinute)} 304s)`,
+    pass:
+      invalidated.staleShare <= INVALIDATED_STALE_SHARE &&
+      invalidated.p99Ms <= INVALIDATED_P99_MS &&
+      invalidated.upstreamPerMinute <=
+        invalidated.pageChangesPerMinute + (invalidated.pages * 60) / freshnessSettings().seconds,
   });
   list.push({
     target: `many credentials: no batch over ${String(TARGET_BATCH_RATIO)}× the median, RSS < ${String(TARGET_RSS_MB)} MB`,

@@ -1,10 +1,12 @@
 /**
- * Freshness (docs/benchmarks.md): the live sandbox changes its records by the `mixed`
+ * Freshness (docs/benchmarks.md#freshness): the live sandbox changes its records by the `mixed`
  * workload (docs/sandbox.md#live-mode) while readers of four companies read a Zipf mix of list and
- * record pages through a proxy with the shipped TTLs; every answer is judged against the change log
- * (bench/lib/freshness.ts). Reported: the share of stale answers (a change older than 1 s missing),
- * staleness by resource, and what the upstream served per minute. The yardstick for lifetimes and
- * invalidations other than fixed TTLs: measured, not judged, here.
+ * record pages through a proxy; every answer is judged against the change log
+ * (bench/lib/freshness.ts). Each variant starts its own sandbox and proxy from the same seed:
+ * `fixed`, the shipped TTLs alone (the yardstick); `invalidated`, the same TTLs with the sandbox
+ * sending each change to the proxy's `/admin/cache/invalidate` (docs/cache.md#soft-invalidation).
+ * Reported per variant: the share of stale answers (a change older than 1 s missing), staleness by
+ * resource, and what the upstream served per minute; judged: the invalidated run's targets.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -30,6 +32,13 @@ export interface FreshnessSettings {
   readonly perSecond: number;
 }
 
+/** How the proxy learns of changes in a run: its TTLs alone, or the sandbox's webhook too. */
+export type FreshnessVariant = 'fixed' | 'invalidated';
+
+/** The invalidated run's targets: stale answers and staleness p99 at most these. */
+export const INVALIDATED_STALE_SHARE = 0.01;
+export const INVALIDATED_P99_MS = 1_000;
+
 export interface ResourceFreshness {
   readonly answers: number;
   readonly stale: number;
@@ -46,9 +55,22 @@ export interface FreshnessFigures {
   readonly notModifiedPerMinute: number;
   readonly upstreamKbPerMinute: number;
   readonly byResource: ReadonlyMap<string, ResourceFreshness>;
+  /**
+   * Changes the upstream made that a page read could show, per minute: for each page read, the
+   * changes of its company and resource (a list) or of its record, during the run. With the cold
+   * misses (one per page), what an invalidated run may ask of the upstream at most.
+   */
+  readonly pageChangesPerMinute: number;
+  /** Pages read (each a cold miss once). */
+  readonly pages: number;
+  /** Stale answers by the path that served them (their `Cache-Status` without its numbers). */
+  readonly staleByPath: ReadonlyMap<string, number>;
 }
 
 /** A page a reader asks for: its target and what it reads. */
+/** An answer with the proxy's `Cache-Status` for it, to tell which path served the stale ones. */
+type Judged = Answered & { readonly cacheStatus: string };
+
 interface Target {
   readonly company: string;
   readonly resource: string;
@@ -105,7 +127,7 @@ function fetchJson(
   base: string,
   path: string,
   authorization: string,
-): Promise<{ status: number; body: unknown }> {
+): Promise<{ status: number; body: unknown; cacheStatus: string }> {
   return new Promise((resolve) => {
     const sent = request(new URL(path, base), { agent, headers: { authorization } }, (res) => {
       const chunks: Buffer[] = [];
@@ -117,10 +139,11 @@ function fetchJson(
         } catch {
           body = undefined;
         }
-        resolve({ status: res.statusCode ?? 0, body });
+        const header = res.headers['cache-status'];
+        resolve({ status: res.statusCode ?? 0, body, cacheStatus: typeof header === 'string' ? header : '' });
       });
     });
-    sent.on('error', () => resolve({ status: 0, body: undefined }));
+    sent.on('error', () => resolve({ status: 0, body: undefined, cacheStatus: '' }));
     sent.end();
   });
 }
@@ -128,18 +151,21 @@ function fetchJson(
 export async function runFreshness(
   settings: FreshnessSettings,
   nodeFlags: readonly string[],
+  variant: FreshnessVariant,
 ): Promise<FreshnessFigures> {
   const dir = scratchDir('slab-freshness-');
   const secret = randomBytes(48).toString('base64url');
+  const adminToken = randomBytes(24).toString('base64url');
   const sandbox = await startSandbox({ secret, cpu: CLIENT_CPU, rateLimit: 0 });
   const proxy = await startProxy({
-    name: 'proxy (freshness)',
+    name: `proxy (freshness, ${variant})`,
     upstreamUrl: sandbox.url,
     secret,
     configFile: writeConfig(dir),
     logLevel: 'info',
     cpu: SERVER_CPU,
     nodeFlags,
+    env: { ADMIN_TOKEN: adminToken },
   });
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   try {
@@ -162,8 +188,13 @@ export async function runFreshness(
         );
       }
     const targets = targetsOf(companies, firstIds);
-    await sandboxControl(sandbox.url, 'PUT', 'live', { preset: 'mixed' });
+    const webhook = { url: `${proxy.adminUrl}/admin/cache/invalidate`, token: adminToken };
+    await sandboxControl(sandbox.url, 'PUT', 'live', {
+      preset: 'mixed',
+      ...(variant === 'invalidated' && { webhook }),
+    });
     const before = await sandboxControl(sandbox.url, 'GET', 'stats');
+    const startedAt = Date.now();
     const answers = await read(agent, proxy.url, targets, tokens, settings);
     const after = await sandboxControl(sandbox.url, 'GET', 'stats');
     const feed = new ChangeFeed(async (since) => {
@@ -171,8 +202,20 @@ export async function runFreshness(
       return (listed as { changes: LoggedChange[] }).changes;
     });
     await feed.update();
-    const figures = judge(answers, feed, settings, before, after);
-    report(figures, settings, targets.length);
+    const figures = {
+      ...judge(answers, feed, settings, before, after),
+      pageChangesPerMinute: (pageChanges(targets, feed, startedAt) * 60) / settings.seconds,
+      pages: targets.length,
+    };
+    report(figures, settings, targets.length, variant);
+    if (variant === 'invalidated') {
+      const live = (await sandboxControl(sandbox.url, 'GET', 'live')) as {
+        webhook?: { delivered?: number; dropped?: number };
+      };
+      say(
+        `  webhook: ${fmtInt(live.webhook?.delivered ?? 0)} changes delivered, ${fmtInt(live.webhook?.dropped ?? 0)} dropped`,
+      );
+    }
     return figures;
   } finally {
     agent.destroy();
@@ -188,13 +231,13 @@ async function read(
   targets: readonly Target[],
   tokens: ReadonlyMap<string, string>,
   settings: FreshnessSettings,
-): Promise<Answered[]> {
+): Promise<Judged[]> {
   const pick = zipfPicker(targets.length);
   // The most read pages spread over the companies and resources: a fixed shuffle of the targets.
   const order = targets
     .map((target, i) => ({ target, key: (i * 2_654_435_761) % 4_294_967_296 }))
     .sort((a, b) => a.key - b.key);
-  const answers: Answered[] = [];
+  const answers: Judged[] = [];
   const pending: Promise<void>[] = [];
   const tickMs = 10;
   const end = performance.now() + settings.seconds * 1000;
@@ -205,8 +248,8 @@ async function read(
       const target = order[pick()]?.target;
       if (target === undefined) continue;
       pending.push(
-        fetchJson(agent, base, target.path, tokens.get(target.company) ?? '').then(({ status, body }) => {
-          if (status === 200) answers.push({ ...target, servedAt: Date.now(), body });
+        fetchJson(agent, base, target.path, tokens.get(target.company) ?? '').then(({ status, body, cacheStatus }) => {
+          if (status === 200) answers.push({ ...target, servedAt: Date.now(), body, cacheStatus });
         }),
       );
     }
@@ -221,16 +264,33 @@ function statsOf(value: unknown): { served: number; notModified: number; respons
   return { served: stats.served ?? 0, notModified: stats.notModified ?? 0, responseBytes: stats.responseBytes ?? 0 };
 }
 
+/** A `Cache-Status` without its numbers: the path an answer took. */
+function pathOf(cacheStatus: string): string {
+  return cacheStatus.replace(/ttl=-?\d+/, 'ttl').replace(/^slab-proxy; /, '');
+}
+
+/** Changes made since `from` that each target could show, summed (`pageChangesPerMinute`). */
+function pageChanges(targets: readonly Target[], feed: ChangeFeed, from: number): number {
+  let sum = 0;
+  for (const target of targets) {
+    const changes = feed.of(target.company, target.resource).filter((change) => change.at >= from);
+    const { read } = target;
+    sum += read.kind === 'list' ? changes.length : changes.filter((change) => change.id === read.id).length;
+  }
+  return sum;
+}
+
 function judge(
-  answers: readonly Answered[],
+  answers: readonly Judged[],
   feed: ChangeFeed,
   settings: FreshnessSettings,
   before: unknown,
   after: unknown,
-): FreshnessFigures {
+): Omit<FreshnessFigures, 'pageChangesPerMinute' | 'pages'> {
   const all = new LatencyHistogram();
   const byResource = new Map<string, { histogram: LatencyHistogram; stale: number }>();
   let stale = 0;
+  const staleByPath = new Map<string, number>();
   for (const answer of answers) {
     const ms = staleness(answer, feed.of(answer.company, answer.resource));
     all.record(ms);
@@ -242,6 +302,8 @@ function judge(
     resource.histogram.record(ms);
     if (ms > STALE_AFTER_MS) {
       stale += 1;
+      const path = pathOf(answer.cacheStatus);
+      staleByPath.set(path, (staleByPath.get(path) ?? 0) + 1);
       resource.stale += 1;
     }
   }
@@ -254,6 +316,7 @@ function judge(
     upstreamPerMinute: (a.served - b.served) * perMinute,
     notModifiedPerMinute: (a.notModified - b.notModified) * perMinute,
     upstreamKbPerMinute: ((a.responseBytes - b.responseBytes) * perMinute) / 1024,
+    staleByPath,
     byResource: new Map(
       [...byResource].map(([name, r]) => [
         name,
@@ -269,9 +332,16 @@ function judge(
   };
 }
 
-function report(figures: FreshnessFigures, settings: FreshnessSettings, pages: number): void {
+function report(
+  figures: FreshnessFigures,
+  settings: FreshnessSettings,
+  pages: number,
+  variant: FreshnessVariant,
+): void {
+  const how =
+    variant === 'fixed' ? 'the shipped TTLs' : 'the shipped TTLs and each change sent to /admin/cache/invalidate';
   say(
-    `freshness: the live sandbox (mixed: 5% of records change every 3 s, 20% every minute), the shipped TTLs, ${String(settings.perSecond)} req/s Zipf over ${String(pages)} pages of 4 companies, ${String(settings.seconds)} s`,
+    `freshness (${variant}): the live sandbox (mixed: 5% of records change every 3 s, 20% every minute), ${how}, ${String(settings.perSecond)} req/s Zipf over ${String(pages)} pages of 4 companies, ${String(settings.seconds)} s`,
   );
   say(
     `  ${fmtInt(figures.answers)} answers, ${fmt(figures.staleShare * 100, 1)}% stale (a change older than 1 s missing), staleness p99 ${fmt(figures.p99Ms / 1000, 1)} s; upstream ${fmtInt(figures.upstreamPerMinute)} requests/min (${fmtInt(figures.notModifiedPerMinute)} 304s), ${fmtInt(figures.upstreamKbPerMinute)} KB/min`,
@@ -285,4 +355,9 @@ function report(figures: FreshnessFigures, settings: FreshnessSettings, pages: n
     fmt(r.maxMs / 1000, 1),
   ]);
   for (const line of textTable(['resource', 'answers', 'stale', 'p50 s', 'p99 s', 'max s'], rows)) say(`  ${line}`);
+  say(
+    `  the changes could show on pages ${fmtInt(figures.pageChangesPerMinute)} times a minute; with ${fmtInt(figures.pages)} cold misses, the most an invalidated run needs of the upstream`,
+  );
+  const paths = [...figures.staleByPath].sort((x, y) => y[1] - x[1]).map(([path, n]) => `${path}: ${fmtInt(n)}`);
+  if (paths.length > 0) say(`  stale answers by Cache-Status: ${paths.join('; ')}`);
 }

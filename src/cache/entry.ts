@@ -80,6 +80,11 @@ export interface CacheEntry {
    * absent when it had none. Marks set since make the entry stale, not a miss.
    */
   readonly mark?: string | undefined;
+  /**
+   * When the page was invalidated, for an entry served as of marks set after its fill
+   * (marks.ts, `asOfMarks`): it is stale from then. Never stored.
+   */
+  readonly invalidatedAt?: number | undefined;
 }
 
 interface Header {

@@ -16,7 +16,7 @@ import type { CacheAddress } from './cache-key.js';
 import type { FillCoordinator, LeaseOutcome } from './coordinator.js';
 import { brotliBody, type CacheEntry, strongEtag } from './entry.js';
 import type { L1Cache } from './l1.js';
-import { asOfMarks } from './marks.js';
+import { asOfMarks, headsOf } from './marks.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest, Validators } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import { servedEntry } from './read-outcome.js';
@@ -145,7 +145,7 @@ function freshened(
 ): CacheEntry {
   return {
     ...held,
-    mark: mark === '' ? undefined : mark,
+    mark: mark === undefined || mark === '' ? undefined : headsOf(mark),
     // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
     ahead: undefined,
     ...timesFor(held.status, policy, at),
@@ -332,7 +332,7 @@ export class Filler {
       return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, { standingIn, since: lookup.since });
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
-    const under = { generation: generation ?? '', mark: lookup.mark };
+    const under = { generation: generation ?? '', mark: lookup.mark === undefined ? undefined : headsOf(lookup.mark) };
     const entry = entryFor(answer, policy, under, now(), request.prefetch !== undefined);
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.

@@ -6,11 +6,23 @@
  * (RFC 5861 §3), so an unchanged page costs a 304 and a changed one is replaced, with no miss.
  *
  * A mark is `<ms since the epoch, base 36>.<random>`: unguessable, like a purge generation, and
- * carrying when it was set. The entry keeps the marks it was filled under, read *before* the
- * upstream was asked: a fill in flight across an invalidation is stamped with the older marks and
- * is stale as soon as it is stored, never fresh with what the upstream said before the change.
+ * carrying when it was set. A mark key holds the last `HISTORY` marks set on it, newest first, so
+ * that an entry filled under an older one is stale from the first mark set after its own (not from
+ * the newest: a page changed twice since it was read misses the first change too). The entry
+ * keeps the newest marks of its page (`headsOf`) as read *before* the upstream was asked: a fill in
+ * flight across an invalidation is stamped with the older marks and is stale as soon as it is
+ * stored, never fresh with what the upstream said before the change.
  */
 import type { CacheEntry } from './entry.js';
+
+/** Marks a mark key keeps, newest first. */
+export const HISTORY = 8;
+
+/** A mark key's value with `mark` set on it: `mark` first, then the newest of those it held. */
+export function withMark(previous: string | null | undefined, mark: string): string {
+  if (previous === null || previous === undefined || previous === '') return mark;
+  return [mark, ...previous.split(' ').slice(0, HISTORY - 1)].join(' ');
+}
 
 /** A new mark, set at `at` (ms since the epoch). */
 export function newMark(at: number): string {
@@ -19,7 +31,7 @@ export function newMark(at: number): string {
 
 /**
  * A page's marks as one text, from the values of its mark keys in their order (`null` for a key
- * not set): `''` when none is set, so that an entry filled before any invalidation stores none.
+ * not set), each with its history: `''` when none is set.
  */
 export function pageMark(values: ReadonlyArray<string | null | undefined>): string {
   let any = false;
@@ -27,27 +39,52 @@ export function pageMark(values: ReadonlyArray<string | null | undefined>): stri
   return any ? values.map((value) => value ?? '').join('/') : '';
 }
 
-/** When the newest of a page's marks was set (ms since the epoch); `undefined` for none. */
+/** The newest mark of each of a page's mark keys (what an entry is stamped with): `''` when none is set. */
+export function headsOf(pageMarks: string): string {
+  if (pageMarks === '') return '';
+  return pageMarks
+    .split('/')
+    .map((component) => component.split(' ', 1)[0] ?? '')
+    .join('/');
+}
+
+/** When one mark was set (ms since the epoch); `undefined` for what is not a mark. */
 export function markedAt(mark: string): number | undefined {
-  let newest: number | undefined;
-  for (const part of mark.split('/')) {
-    const dot = part.indexOf('.');
-    const at = dot > 0 ? Number.parseInt(part.slice(0, dot), 36) : Number.NaN;
-    if (Number.isFinite(at) && (newest === undefined || at > newest)) newest = at;
-  }
-  return newest;
+  const dot = mark.indexOf('.');
+  const at = dot > 0 ? Number.parseInt(mark.slice(0, dot), 36) : Number.NaN;
+  return Number.isFinite(at) ? at : undefined;
 }
 
 /**
- * The entry as of its page's marks now: itself while it was filled under them; else stale from
- * when the newest mark was set (never before it was stored; at once when that is unknown, as for a
- * mark that was lost), its stale windows counted from there.
+ * When the first mark set on a key after `mine` (the mark an entry holds for it) was set: from the
+ * key's history; `undefined` when that is not known (`mine` older than the history, or the key's
+ * marks lost).
  */
-export function asOfMarks(entry: CacheEntry, mark: string | undefined): CacheEntry {
-  const now = mark ?? '';
-  if ((entry.mark ?? '') === now) return entry;
-  const staleFrom = Math.max(entry.storedAt, markedAt(now) ?? entry.storedAt);
-  return staleFrom >= entry.freshUntil ? entry : { ...entry, freshUntil: staleFrom };
+function firstSince(history: readonly string[], mine: string): number | undefined {
+  const at = history.indexOf(mine);
+  if (at > 0) return markedAt(history[at - 1] ?? '');
+  if (at === -1 && mine === '' && history.length < HISTORY) return markedAt(history.at(-1) ?? '');
+  return undefined;
+}
+
+/**
+ * The entry as of its page's marks now: itself while it was filled under the newest; else stale
+ * from when the first mark after its own was set (never before it was stored; at once when that is
+ * unknown), its stale windows counted from there and `invalidatedAt` set.
+ */
+export function asOfMarks(entry: CacheEntry, pageMarks: string | undefined): CacheEntry {
+  const now = pageMarks ?? '';
+  const mine = entry.mark ?? '';
+  if (mine === headsOf(now)) return entry;
+  const held = mine.split('/');
+  let staleFrom = Number.POSITIVE_INFINITY;
+  now.split('/').forEach((component, i) => {
+    const history = component === '' ? [] : component.split(' ');
+    const own = held[i] ?? '';
+    if ((history[0] ?? '') !== own) staleFrom = Math.min(staleFrom, firstSince(history, own) ?? entry.storedAt);
+  });
+  staleFrom = Math.max(entry.storedAt, Number.isFinite(staleFrom) ? staleFrom : entry.storedAt);
+  return { ...entry, freshUntil: Math.min(entry.freshUntil, staleFrom), invalidatedAt: staleFrom };
 }
 
 /**
@@ -72,8 +109,9 @@ export class MarkTable {
     return undefined;
   }
 
-  set(key: string, value: string, keepMs = Number.POSITIVE_INFINITY): void {
-    this.#marks.set(key, { value, until: this.#now() + keepMs });
+  /** Sets `mark` on `key`, the newest of its history (`withMark`). */
+  set(key: string, mark: string, keepMs = Number.POSITIVE_INFINITY): void {
+    this.#marks.set(key, { value: withMark(this.get(key), mark), until: this.#now() + keepMs });
   }
 
   /** The page mark of an address's mark keys (`pageMark`). */

@@ -98,6 +98,11 @@ export interface ReadServiceOptions {
    * point of its own (refresh-ahead.ts); 0 (the default here): only once stale.
    */
   readonly refreshAhead?: number;
+  /**
+   * How long after an invalidation a page's stored copy is still served while its refresh runs, ms
+   * (`cache.invalidation.staleFor`; default: the policy's stale-while-revalidate alone).
+   */
+  readonly invalidatedStaleForMs?: number;
   /** Background refreshes running at once in this process, at most (default: no bound). */
   readonly maxBackgroundRefreshes?: number;
   /**
@@ -351,11 +356,23 @@ class CacheReadService implements ReadService {
       this.#prefetcher.served(request, address, policy, current);
       return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });
     }
-    if (at < current.freshUntil + policy.staleWhileRevalidate * 1000) {
+    if (at < current.freshUntil + this.#staleWindowMs(current, policy)) {
       this.#refresher.refresh(request, address, policy, lookup);
       return fromEntry(current, at, { kind: 'revalidating', ttl: wholeSeconds(current.freshUntil - at) });
     }
     return undefined;
+  }
+
+  /**
+   * How long past its freshness an entry is served while one refresh runs: the policy's
+   * stale-while-revalidate, or, for a page the system of record said changed, at most
+   * `cache.invalidation.staleFor`: a hot page is read again within it and refreshed without a
+   * wait, and a page read later waits for its (conditional) refresh rather than being served a
+   * copy known to be that old.
+   */
+  #staleWindowMs(entry: CacheEntry, policy: EffectivePolicy): number {
+    const window = policy.staleWhileRevalidate * 1000;
+    return entry.invalidatedAt === undefined ? window : Math.min(window, this.#options.invalidatedStaleForMs ?? window);
   }
 
   /** One fill for the key, led or joined; the leader's private answer is its own (the others try again). */

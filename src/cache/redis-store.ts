@@ -21,7 +21,7 @@ import {
   isFreshening,
   storedPrefix,
 } from './entry.js';
-import { pageMark } from './marks.js';
+import { HISTORY, pageMark } from './marks.js';
 import { type CacheStore, type FreshenResult, type Invalidation, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
@@ -79,6 +79,27 @@ if bit.band(flags, ${FLAG_AHEAD}) == 0 then return 0 end
 redis.call('setrange', KEYS[1], ${FLAGS_OFFSET}, string.char(bit.band(flags, ${0xff & ~FLAG_AHEAD})))
 return 1`;
 
+/**
+ * An invalidation's marks (docs/cache.md#soft-invalidation), on keys of one hash slot: ARGV[1] is
+ * set first on each key's history of at most ARGV[4] marks (space-separated, newest first); the
+ * first ARGV[2] keys keep no expiry, the others expire in ARGV[3] ms.
+ */
+const MARK_SCRIPT = `local keep = tonumber(ARGV[4])
+for i, key in ipairs(KEYS) do
+  local value = ARGV[1]
+  local old = redis.call('get', key)
+  if old then
+    local n = 1
+    for mark in string.gmatch(old, '%S+') do
+      if n >= keep then break end
+      value = value .. ' ' .. mark
+      n = n + 1
+    end
+  end
+  if i <= tonumber(ARGV[2]) then redis.call('set', key, value) else redis.call('set', key, value, 'PX', ARGV[3]) end
+end
+return 1`;
+
 const FRESHEN_RESULTS: Readonly<Record<string, FreshenResult>> = { '1': 'freshened', '0': 'changed', '-1': 'missing' };
 /**
  * The scripts are sent by their SHA1 (EVALSHA): a script's text is longer than what a freshen or
@@ -88,6 +109,7 @@ const FRESHEN_RESULTS: Readonly<Record<string, FreshenResult>> = { '1': 'freshen
  */
 const FRESHEN_SHA = createHash('sha1').update(FRESHEN_SCRIPT).digest('hex');
 const TAKE_AHEAD_SHA = createHash('sha1').update(TAKE_AHEAD_SCRIPT).digest('hex');
+const MARK_SHA = createHash('sha1').update(MARK_SCRIPT).digest('hex');
 
 function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
@@ -224,19 +246,25 @@ class RedisStore implements CacheStore {
   }
 
   /**
-   * The marks in one transaction on the group's slot: the lists' (and the whole resource's) without
-   * expiry, one per group; each record's until `keepMs`, by when every entry filled before it has
-   * gone (an evicted or expired mark makes the entries filled under it stale, never fresh).
+   * The marks in one script on the group's slot (MARK_SCRIPT): the lists' (and the whole
+   * resource's) without expiry, one per group; each record's until `keepMs`, by when every entry
+   * filled before it has gone (an evicted or expired mark makes the entries filled under it stale,
+   * never fresh).
    */
   async invalidate({ keys, mark, records, keepMs }: Invalidation): Promise<boolean> {
     if (!this.#health.usable(keys.lists)) return false;
-    const transaction = this.#client.multi().set(keys.lists, mark);
-    if (records === undefined) transaction.set(keys.all, mark);
-    else for (const id of records) transaction.set(keys.record(id), mark, 'PX', Math.max(1, Math.ceil(keepMs)));
+    const kept = [keys.lists, ...(records === undefined ? [keys.all] : [])];
+    const expiring = (records ?? []).map((id) => keys.record(id));
+    const all = [...kept, ...expiring];
+    const px = Math.max(1, Math.ceil(keepMs));
     try {
-      const replies = await transaction.exec();
-      const failed = replies?.find(([error]) => error !== null)?.[0];
-      if (replies === null || failed !== undefined) throw failed ?? new Error('invalidation aborted');
+      await this.#client
+        .evalsha(MARK_SHA, all.length, ...all, mark, kept.length, px, HISTORY)
+        .catch((error: unknown) =>
+          isNoScript(error)
+            ? this.#client.eval(MARK_SCRIPT, all.length, ...all, mark, kept.length, px, HISTORY)
+            : Promise.reject(error),
+        );
       return true;
     } catch (error) {
       this.#failed('invalidate', keys.lists, error);

@@ -53,6 +53,14 @@ export const configSchema = z.strictObject({
       /** Background refreshes running at once per replica. */
       maxConcurrent: z.number().int().min(1).max(10_000),
     }),
+    /** Soft invalidations (docs/cache.md#soft-invalidation). */
+    invalidation: z.strictObject({
+      /**
+       * Seconds after an invalidation during which a page's stored copy is still served (stale)
+       * while its refresh runs; after them the next read waits for the refresh.
+       */
+      staleFor: z.number().min(0).max(3600),
+    }),
     /** Next-page prefetch, for the resources whose `prefetch` is on (docs/cache.md#prefetch). */
     prefetch: z.strictObject({
       /** Pages fetched ahead of a walker, at most. */
@@ -145,6 +153,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     memory: { maxBytes: 268_435_456 },
     l1: { maxBytes: 67_108_864, ttl: 1 },
     refresh: { ahead: 0.1, maxConcurrent: 8 },
+    invalidation: { staleFor: 1 },
     prefetch: { depth: 2, maxConcurrent: 4, maxPerCompany: 2 },
   },
   redis: { commandTimeoutMs: 100 },

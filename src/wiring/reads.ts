@@ -50,6 +50,7 @@ export function wireReads(
     purges: cache.purges,
     refreshAhead: config.cache.refresh.ahead,
     maxBackgroundRefreshes: config.cache.refresh.maxConcurrent,
+    invalidatedStaleForMs: config.cache.invalidation.staleFor * 1000,
     prefetch: config.cache.prefetch,
     now,
     onFill: (observation) => freshness.observe(observation),

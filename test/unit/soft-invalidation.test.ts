@@ -42,7 +42,7 @@ let refreshes: Array<Promise<void>>;
 let invalidations: string[];
 let replicas: [ReadService, ReadService];
 
-function replica(store: CacheStore, bus: ReturnType<typeof createLocalPurgeBus>): ReadService {
+function replica(store: CacheStore, bus: ReturnType<typeof createLocalPurgeBus>, staleForMs = 1_000): ReadService {
   const origin: Origin = (req, validators) => {
     asked.push({ target: `${req.read.resource.name} ${req.principal.company}`, validators });
     return answer(validators);
@@ -62,6 +62,7 @@ function replica(store: CacheStore, bus: ReturnType<typeof createLocalPurgeBus>)
     metrics: readMetrics({ invalidation: (scope) => void invalidations.push(scope) }),
     onBackgroundRefresh: (settled) => refreshes.push(settled),
     purges: bus,
+    invalidatedStaleForMs: staleForMs,
   });
 }
 
@@ -107,6 +108,17 @@ describe('an invalidated page', () => {
     const again = await serve(a, 'transfers?per_page=5');
     expect(again.cacheStatus).toBe('slab-proxy; hit; ttl=60');
     expect(asked).toHaveLength(2);
+  });
+
+  it('read past `staleFor` after the invalidation, waits for its conditional refresh instead', async () => {
+    const [a] = replicas;
+    await serve(a, 'transfers?per_page=6');
+    await a.invalidate('1', 'transfers', ['7']);
+    clock += 1_500; // within the policy's 30 s of stale-while-revalidate, past the 1 s of `staleFor`
+    const waited = await serve(a, 'transfers?per_page=6');
+    expect(waited.cacheStatus).toBe('slab-proxy; fwd=stale; fwd-status=304; stored');
+    expect(asked).toHaveLength(2);
+    expect((await serve(a, 'transfers?per_page=6')).cacheStatus).toBe('slab-proxy; hit; ttl=60');
   });
 
   it('leaves what the change cannot touch a hit: other records, other resources, other companies', async () => {
