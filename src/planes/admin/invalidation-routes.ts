@@ -31,7 +31,16 @@ const change = z.strictObject({
   resource: z.string().refine(isResourceName).optional(),
   ids: z.array(recordId).min(1).max(MAX_IDS).optional(),
 });
-const body = z.union([z.strictObject({ changes: z.array(change).min(1).max(MAX_CHANGES) }), change]);
+const batch = z.strictObject({ changes: z.array(change).min(1).max(MAX_CHANGES) });
+
+/** One change, or a batch: told apart by `changes`, so that a bad body's pointer names its member. */
+function parseBody(input: unknown): { readonly changes: readonly Change[] } | { readonly error: z.ZodError } {
+  const parsed =
+    typeof input === 'object' && input !== null && 'changes' in input
+      ? batch.safeParse(input)
+      : change.transform((one) => ({ changes: [one] })).safeParse(input);
+  return parsed.success ? { changes: parsed.data.changes } : { error: parsed.error };
+}
 
 type Change = z.infer<typeof change>;
 
@@ -57,9 +66,9 @@ function grouped(
 
 export function invalidationRoutes(router: IRouter, reads: Pick<ReadService, 'invalidate'>): void {
   router.post('/admin/cache/invalidate', async function invalidate(req: Request, res: Response) {
-    const parsed = body.safeParse(req.body);
-    if (!parsed.success) return problem(req, res, bodyProblem(parsed.error));
-    const changes = 'changes' in parsed.data ? parsed.data.changes : [parsed.data];
+    const parsed = parseBody(req.body);
+    if ('error' in parsed) return problem(req, res, bodyProblem(parsed.error));
+    const { changes } = parsed;
     const groups = [...grouped(changes).values()];
     if (groups.some((group) => group.resource === undefined && group.ids !== undefined))
       return problem(req, res, new InvalidBodyError('#/ids', 'Record ids need their resource.'));
