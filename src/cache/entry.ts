@@ -81,6 +81,11 @@ export interface CacheEntry {
    */
   readonly mark?: string | undefined;
   /**
+   * The page's own lifetime, ms, for a resource with automatic lifetimes (auto-lifetime.ts): from
+   * what its fills found; its `freshUntil` is `storedAt` plus this, under the ceiling's grant.
+   */
+  readonly autoLifetimeMs?: number | undefined;
+  /**
    * When the page was invalidated, for an entry served as of marks set after its fill
    * (marks.ts, `asOfMarks`): it is stale from then. Never stored.
    */
@@ -99,6 +104,8 @@ interface Header {
   readonly lm?: string;
   /** The invalidation marks the entry was filled under. */
   readonly k?: string;
+  /** The page's automatic lifetime, ms. */
+  readonly al?: number;
 }
 
 /** A strong ETag from the body bytes: the same bytes always give the same tag, on every replica. */
@@ -163,6 +170,7 @@ function headerBytes(entry: CacheEntry): Buffer {
     ...(entry.upstreamEtag !== undefined && { ue: entry.upstreamEtag }),
     ...(entry.lastModified !== undefined && { lm: entry.lastModified }),
     ...(entry.mark !== undefined && entry.mark !== '' && { k: entry.mark }),
+    ...(entry.autoLifetimeMs !== undefined && { al: entry.autoLifetimeMs }),
   };
   return Buffer.from(JSON.stringify(header), 'utf8');
 }
@@ -271,7 +279,8 @@ export function sameStoredEntry(a: CacheEntry, b: CacheEntry): boolean {
       a.body.length === b.body.length &&
       a.upstreamEtag === b.upstreamEtag &&
       a.lastModified === b.lastModified &&
-      (a.mark ?? '') === (b.mark ?? ''))
+      (a.mark ?? '') === (b.mark ?? '') &&
+      a.autoLifetimeMs === b.autoLifetimeMs)
   );
 }
 
@@ -286,7 +295,8 @@ function isHeader(value: unknown): value is Header {
     Number.isInteger(h.n) &&
     (h.ue === undefined || typeof h.ue === 'string') &&
     (h.lm === undefined || typeof h.lm === 'string') &&
-    (h.k === undefined || typeof h.k === 'string')
+    (h.k === undefined || typeof h.k === 'string') &&
+    (h.al === undefined || (Number.isInteger(h.al) && Number(h.al) >= 0))
   );
 }
 
@@ -330,6 +340,7 @@ export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
     ...(header.ue !== undefined && { upstreamEtag: header.ue }),
     ...(header.lm !== undefined && { lastModified: header.lm }),
     ...(header.k !== undefined && { mark: header.k }),
+    ...(header.al !== undefined && { autoLifetimeMs: header.al }),
     ...((flags & FLAG_AHEAD) !== 0 && { ahead: true }),
   };
   // A view of the bytes read (no copy): the body's own slice keeps them alive anyway.

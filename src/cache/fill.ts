@@ -12,6 +12,8 @@
 import { BadGatewayError } from '../errors/proxy-error.js';
 import type { Metrics } from '../observability/metrics.js';
 import { createTurnGate } from '../platform/turn-gate.js';
+import { type LifetimeEvidence, nextLifetime } from './auto-lifetime.js';
+import type { AutoRefreshBudget } from './auto-refresh-budget.js';
 import type { CacheAddress } from './cache-key.js';
 import type { FillCoordinator, LeaseOutcome } from './coordinator.js';
 import { brotliBody, type CacheEntry, strongEtag } from './entry.js';
@@ -75,6 +77,8 @@ export interface FillerOptions {
   readonly metrics?: Pick<Metrics, 'revalidation'> | undefined;
   /** Told of every fill the upstream answered with a cacheable page or a 304. */
   readonly onFill?: ((observation: FillObservation) => void) | undefined;
+  /** The ceiling on refreshes that automatic lifetimes start before `max` (absent: none). */
+  readonly autoBudget?: Pick<AutoRefreshBudget, 'take'> | undefined;
 }
 
 /** Times a replica waits on another replica's lease before fetching regardless. */
@@ -83,18 +87,23 @@ const SKIPPED: Fill = { kind: 'skipped' };
 /** How long past its freshness a page fetched ahead is kept at least, ms (docs/cache.md#prefetch). */
 const AHEAD_KEPT_MS = 60_000;
 
-/** The times of an entry stored at `storedAt` under the policy in force. */
+/**
+ * The times of an entry stored at `storedAt` under the policy in force, and its own lifetime when
+ * the policy gives pages theirs (auto-lifetime.ts).
+ */
 function timesFor(
   status: number,
   policy: EffectivePolicy,
   storedAt: number,
-): Pick<CacheEntry, 'storedAt' | 'freshUntil' | 'keepUntil'> {
-  const ttl = status === 200 ? policy.ttl : policy.notFoundTtl;
-  const freshUntil = storedAt + ttl * 1000;
+  autoLifetimeMs: number | undefined,
+): Pick<CacheEntry, 'storedAt' | 'freshUntil' | 'keepUntil' | 'autoLifetimeMs'> {
+  const ttlMs = autoLifetimeMs ?? (status === 200 ? policy.ttl : policy.notFoundTtl) * 1000;
+  const freshUntil = storedAt + ttlMs;
   return {
     storedAt,
     freshUntil,
     keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,
+    autoLifetimeMs,
   };
 }
 
@@ -105,12 +114,12 @@ function timesFor(
 function entryFor(
   answer: OriginAnswer,
   policy: EffectivePolicy,
-  under: { readonly generation: string; readonly mark: string | undefined },
+  under: { readonly generation: string; readonly mark: string | undefined; readonly lifetimeMs: number | undefined },
   storedAt: number,
   ahead: boolean,
 ): CacheEntry {
   const etag = strongEtag(answer.body);
-  const times = timesFor(answer.status, policy, storedAt);
+  const times = timesFor(answer.status, policy, storedAt, under.lifetimeMs);
   return {
     status: answer.status,
     contentType: answer.contentType ?? 'application/json',
@@ -142,13 +151,14 @@ function freshened(
   at: number,
   validators: Validators,
   mark: string | undefined,
+  lifetimeMs: number | undefined,
 ): CacheEntry {
   return {
     ...held,
     mark: mark === undefined || mark === '' ? undefined : headsOf(mark),
     // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
     ahead: undefined,
-    ...timesFor(held.status, policy, at),
+    ...timesFor(held.status, policy, at, lifetimeMs),
     upstreamEtag: validators.etag,
     lastModified: validators.lastModified,
   };
@@ -309,6 +319,12 @@ export class Filler {
         now(),
         { etag: notModified.etag ?? held.upstreamEtag, lastModified: notModified.lastModified ?? held.lastModified },
         lookup.mark,
+        this.#lifetime(
+          held.status,
+          policy,
+          { kind: 'unchanged', previous: held },
+          notModified.lastModified ?? held.lastModified,
+        ),
       );
       this.#observe(address, 'not_modified', held, fresher.lastModified, 0);
       return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs, {
@@ -327,12 +343,23 @@ export class Filler {
     // compressed or written but the times.
     if (held !== undefined && isSameAnswer(held, answer)) {
       const validators = { etag: answer.etag, lastModified: answer.lastModified };
-      const fresher = freshened(held, policy, now(), validators, lookup.mark);
+      const lifetimeMs = this.#lifetime(
+        held.status,
+        policy,
+        { kind: 'unchanged', previous: held },
+        answer.lastModified,
+      );
+      const fresher = freshened(held, policy, now(), validators, lookup.mark, lifetimeMs);
       this.#observe(address, 'identical', held, answer.lastModified, answer.body.length);
       return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, { standingIn, since: lookup.since });
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
-    const under = { generation: generation ?? '', mark: lookup.mark === undefined ? undefined : headsOf(lookup.mark) };
+    const evidence: LifetimeEvidence = held === undefined ? { kind: 'first' } : { kind: 'changed', previous: held };
+    const under = {
+      generation: generation ?? '',
+      mark: lookup.mark === undefined ? undefined : headsOf(lookup.mark),
+      lifetimeMs: this.#lifetime(answer.status, policy, evidence, answer.lastModified),
+    };
     const entry = entryFor(answer, policy, under, now(), request.prefetch !== undefined);
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
@@ -348,6 +375,25 @@ export class Filler {
       collapsed: false,
       revalidation: held === undefined ? undefined : 'modified',
     };
+  }
+
+  /**
+   * A page's own lifetime under a policy with automatic lifetimes (auto-lifetime.ts), ms; none
+   * otherwise, and none for a 404. A lifetime shorter than `max` takes a token of the ceiling
+   * (auto-refresh-budget.ts): without one the page lives `max`, so automatic lifetimes cost the
+   * upstream no more than the ceiling allows beyond what a fixed `max` would.
+   */
+  #lifetime(
+    status: number,
+    policy: EffectivePolicy,
+    evidence: LifetimeEvidence,
+    lastModified: string | undefined,
+  ): number | undefined {
+    const bounds = policy.autoTtl;
+    if (bounds === undefined || status !== 200) return undefined;
+    const lifetime = nextLifetime(evidence, lastModified, this.#options.now(), policy.ttl * 1000, bounds);
+    const early = lifetime < bounds.max * 1000;
+    return !early || this.#options.autoBudget?.take() !== false ? lifetime : bounds.max * 1000;
   }
 
   #observe(

@@ -14,6 +14,7 @@ import {
 export type { PolicyOverride };
 
 import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
+import type { AutoTtl } from './auto-lifetime.js';
 
 /** Who shares an entry (docs/cache.md): a company, an employee of it, or one credential. */
 export const PARTITIONS = ['company', 'employee', 'credential'] as const;
@@ -27,6 +28,8 @@ export interface ResourcePolicySettings extends SomePolicyDurations {
   readonly partition?: Partition | undefined;
   /** Next pages fetched ahead of keyset walkers (docs/cache.md#prefetch); off unless given. */
   readonly prefetch?: boolean | undefined;
+  /** Each page's lifetime from its history, within these bounds (auto-lifetime.ts); off unless given. */
+  readonly autoTtl?: AutoTtl | undefined;
 }
 
 /** The cache settings the policies are made of (the config file's `cache`, as far as they go). */
@@ -39,6 +42,8 @@ export interface CacheSettings {
 export interface EffectivePolicy extends CachePolicy {
   readonly partition: Partition;
   readonly prefetch: boolean;
+  /** Automatic lifetimes' bounds; `undefined`: every page lives `ttl`. */
+  readonly autoTtl: AutoTtl | undefined;
 }
 
 export type PolicyOverrides = Partial<Record<ResourceName, PolicyOverride | undefined>>;
@@ -89,10 +94,11 @@ export class CachePolicies {
       const fromFile = this.#config.resources[name];
       const partition = fromFile?.partition ?? this.#config.partition;
       const prefetch = overrides[name]?.prefetch ?? fromFile?.prefetch ?? false;
-      next.set(
-        name,
-        Object.freeze({ ...this.#config.defaults, ...given(fromFile), ...given(overrides[name]), partition, prefetch }),
-      );
+      // A run-time `null` turns the file's automatic lifetimes off; absent, the file's stand.
+      const autoOverride = overrides[name]?.autoTtl;
+      const autoTtl = autoOverride === null ? undefined : (autoOverride ?? fromFile?.autoTtl);
+      const durations = { ...this.#config.defaults, ...given(fromFile), ...given(overrides[name]) };
+      next.set(name, Object.freeze({ ...durations, partition, prefetch, autoTtl }));
     }
     this.#effective = next;
   }

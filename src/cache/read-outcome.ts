@@ -59,12 +59,25 @@ function ageSeconds(entry: CacheEntry, at: number): number {
 }
 
 /**
+ * How long an entry is fresh under the policy in force, ms: a 404 its `notFoundTtl`; a 200 its
+ * `ttl`, or under automatic lifetimes its own lifetime within the bounds in force (the `ttl` for an
+ * entry filled without one: docs/cache.md#automatic-lifetimes).
+ */
+export function lifetimeMs(entry: CacheEntry, policy: EffectivePolicy): number {
+  if (entry.status !== 200) return policy.notFoundTtl * 1000;
+  const bounds = policy.autoTtl;
+  if (bounds === undefined) return policy.ttl * 1000;
+  const own = entry.autoLifetimeMs ?? policy.ttl * 1000;
+  return Math.min(bounds.max * 1000, Math.max(bounds.min * 1000, own));
+}
+
+/**
  * Freshness under the policy in force now, not the one at storing time: a run-time TTL override
  * applies to pages already cached too (docs/operations.md#the-operator-api). Never past what was
  * stored for it, since the store keeps an entry only until its keep-until.
  */
 export function withPolicy(entry: CacheEntry, policy: EffectivePolicy): CacheEntry {
-  const freshUntil = entry.storedAt + (entry.status === 200 ? policy.ttl : policy.notFoundTtl) * 1000;
+  const freshUntil = entry.storedAt + lifetimeMs(entry, policy);
   return freshUntil === entry.freshUntil ? entry : { ...entry, freshUntil };
 }
 

@@ -23,6 +23,7 @@ import type { ProxyError } from '../errors/proxy-error.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { StoreLookupResult } from '../observability/tracing.js';
 import { AddressMemo } from './address-memo.js';
+import type { AutoRefreshBudget } from './auto-refresh-budget.js';
 import { BackgroundRefresher } from './background-refresher.js';
 import { type CacheAddress, groupTag, markKeys } from './cache-key.js';
 import type { FillCoordinator } from './coordinator.js';
@@ -39,6 +40,7 @@ import { createLocalPurgeBus, type PurgeBus } from './purge-bus.js';
 import {
   fromAnswer,
   fromEntry,
+  lifetimeMs,
   type ReadOutcome,
   servedEntry,
   staleIfError,
@@ -89,6 +91,8 @@ export interface ReadServiceOptions {
   >;
   /** Told of every fill the upstream answered with a cacheable page or a 304 (fill.ts). */
   readonly onFill?: (observation: FillObservation) => void;
+  /** The ceiling on refreshes that automatic lifetimes start before `max` (auto-refresh-budget.ts). */
+  readonly autoBudget?: Pick<AutoRefreshBudget, 'take'>;
   /** Background refreshes and their failures, for tests and metrics. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** How purges reach the other replicas (default: this process only). */
@@ -120,7 +124,7 @@ export interface ReadServiceOptions {
  * invalidation mark lives that long: by then every entry filled before it has gone.
  */
 function keptFor(policy: EffectivePolicy): number {
-  const fresh = Math.max(policy.ttl, policy.notFoundTtl);
+  const fresh = Math.max(policy.ttl, policy.notFoundTtl, policy.autoTtl?.max ?? 0);
   return (fresh + Math.max(policy.staleWhileRevalidate, policy.staleIfError) + 60) * 1000;
 }
 
@@ -371,7 +375,10 @@ class CacheReadService implements ReadService {
    * copy known to be that old.
    */
   #staleWindowMs(entry: CacheEntry, policy: EffectivePolicy): number {
-    const window = policy.staleWhileRevalidate * 1000;
+    let window = policy.staleWhileRevalidate * 1000;
+    // A page with a lifetime of its own is not served staler than that lifetime: one that changes
+    // every few seconds waits for its refresh rather than be served tens of seconds old.
+    if (policy.autoTtl !== undefined) window = Math.min(window, lifetimeMs(entry, policy));
     return entry.invalidatedAt === undefined ? window : Math.min(window, this.#options.invalidatedStaleForMs ?? window);
   }
 

@@ -24,6 +24,25 @@ export type PolicyDurations = z.infer<typeof policyDurationsSchema>;
 export const somePolicyDurationsSchema = policyDurationsSchema.partial();
 export type SomePolicyDurations = { readonly [K in PolicyDuration]?: number | undefined };
 
-/** A run-time override of a resource's policy: some of its durations, and its prefetch switch (docs/cache.md#prefetch). */
-export const policyOverrideSchema = somePolicyDurationsSchema.extend({ prefetch: z.boolean().optional() });
-export type PolicyOverride = SomePolicyDurations & { readonly prefetch?: boolean | undefined };
+/**
+ * Automatic lifetimes (docs/cache.md#automatic-lifetimes): each page's own, within `min` and `max`
+ * seconds; the policy's `ttl` is then a page's first lifetime when the upstream sends no
+ * `Last-Modified`.
+ */
+export const autoTtlSchema = z
+  .strictObject({ min: durationSeconds.min(1), max: durationSeconds.min(1) })
+  .refine((bounds) => bounds.min <= bounds.max, { message: 'min must not exceed max', path: ['max'] });
+export type AutoTtlSetting = z.infer<typeof autoTtlSchema>;
+
+/**
+ * A run-time override of a resource's policy: some of its durations, its prefetch switch
+ * (docs/cache.md#prefetch), and its automatic lifetimes (`null`: back to the fixed `ttl`).
+ */
+export const policyOverrideSchema = somePolicyDurationsSchema.extend({
+  prefetch: z.boolean().optional(),
+  autoTtl: z.union([autoTtlSchema, z.null()]).optional(),
+});
+export type PolicyOverride = SomePolicyDurations & {
+  readonly prefetch?: boolean | undefined;
+  readonly autoTtl?: AutoTtlSetting | null | undefined;
+};

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { DEFAULT_CLAIM_NAMES } from '../auth/claims.js';
 import { KEY_PREFIX_PATTERN } from '../cache/cache-key.js';
 import { PARTITIONS } from '../cache/policy.js';
-import { policyDurationsSchema, somePolicyDurationsSchema } from '../catalog/policy-durations.js';
+import { autoTtlSchema, policyDurationsSchema, somePolicyDurationsSchema } from '../catalog/policy-durations.js';
 import { RESOURCE_NAMES } from '../catalog/resources.js';
 
 const positiveSeconds = z.number().positive().max(3600);
@@ -18,6 +18,8 @@ const resourceCachePolicy = somePolicyDurationsSchema.extend({
   partition: z.enum(PARTITIONS).optional(),
   /** Next pages of keyset walks fetched ahead of the walker (docs/cache.md#prefetch). */
   prefetch: z.boolean().optional(),
+  /** Each page's lifetime from its own history, within these bounds (docs/cache.md#automatic-lifetimes). */
+  autoTtl: autoTtlSchema.optional(),
 });
 
 const rateLimitPolicy = z.strictObject({
@@ -52,6 +54,13 @@ export const configSchema = z.strictObject({
       ahead: z.number().min(0).max(0.5),
       /** Background refreshes running at once per replica. */
       maxConcurrent: z.number().int().min(1).max(10_000),
+    }),
+    /** The ceiling on refreshes that automatic lifetimes start early (docs/cache.md#automatic-lifetimes). */
+    autoTtl: z.strictObject({
+      /** Per replica, a second. */
+      maxRefreshesPerSecond: z.number().min(0).max(100_000),
+      /** For all replicas together, a second (each takes its share); 0: no fleet ceiling. */
+      fleetMaxRefreshesPerSecond: z.number().min(0).max(1_000_000),
     }),
     /** Soft invalidations (docs/cache.md#soft-invalidation). */
     invalidation: z.strictObject({
@@ -153,6 +162,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     memory: { maxBytes: 268_435_456 },
     l1: { maxBytes: 67_108_864, ttl: 1 },
     refresh: { ahead: 0.1, maxConcurrent: 8 },
+    autoTtl: { maxRefreshesPerSecond: 20, fleetMaxRefreshesPerSecond: 0 },
     invalidation: { staleFor: 1 },
     prefetch: { depth: 2, maxConcurrent: 4, maxPerCompany: 2 },
   },

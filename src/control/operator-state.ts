@@ -16,11 +16,11 @@ import { POLICY_DURATIONS, type PolicyOverride, policyOverrideSchema } from '../
 import { isResourceName, type ResourceName } from '../catalog/resources.js';
 
 /**
- * A run-time override of a resource's cache policy: at least one of its durations, or its prefetch
- * switch (docs/cache.md#prefetch).
+ * A run-time override of a resource's cache policy: at least one of its durations, its prefetch
+ * switch (docs/cache.md#prefetch) or its automatic lifetimes (docs/cache.md#automatic-lifetimes).
  */
 export const ttlOverrideSchema = policyOverrideSchema.refine((value) => Object.keys(value).length > 0, {
-  message: `at least one of ${[...POLICY_DURATIONS, 'prefetch'].join(', ')}`,
+  message: `at least one of ${[...POLICY_DURATIONS, 'prefetch', 'autoTtl'].join(', ')}`,
 });
 
 export type TtlOverride = PolicyOverride;

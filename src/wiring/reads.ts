@@ -1,9 +1,11 @@
 /**
  * The cache (docs/cache.md): its parts (the store, the L1, coalescing, purges), the policies in
  * force (the config file's, re-read on reload, under the operator's run-time overrides), the
- * read service that fetches through the upstream's origin, and the ledger its fills are told to
- * (docs/cache.md#freshness-advice).
+ * read service that fetches through the upstream's origin, the ledger its fills are told to
+ * (docs/cache.md#freshness-advice) and the ceiling on automatic lifetimes' early refreshes
+ * (docs/cache.md#automatic-lifetimes).
  */
+import { AutoRefreshBudget } from '../cache/auto-refresh-budget.js';
 import { FreshnessLedger } from '../cache/freshness-ledger.js';
 import type { Origin } from '../cache/origin.js';
 import { CachePolicies } from '../cache/policy.js';
@@ -37,6 +39,11 @@ export function wireReads(
   closers.add('cache store', () => cache.store.close());
   closers.add('fill coordinator', () => cache.coordinator.close());
   const freshness = new FreshnessLedger({ now, metrics });
+  const autoBudget = new AutoRefreshBudget({
+    perReplica: config.cache.autoTtl.maxRefreshesPerSecond,
+    perFleet: config.cache.autoTtl.fleetMaxRefreshesPerSecond,
+    replicas: () => shared.replicaCount?.current() ?? config.rateLimit.replicas,
+  });
   const reads = createReadService({
     store: cache.store,
     l1: cache.l1,
@@ -54,6 +61,7 @@ export function wireReads(
     prefetch: config.cache.prefetch,
     now,
     onFill: (observation) => freshness.observe(observation),
+    autoBudget,
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
   return { policies, cache, reads, freshness };

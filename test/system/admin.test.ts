@@ -82,11 +82,44 @@ describe('admin authentication and validation', () => {
     expect((await admin(proxy.adminUrl, 'DELETE', '/admin/cache/ttl/receipts')).status).toBe(204);
   });
 
+  it('turns automatic lifetimes on and off at run time', async () => {
+    const effective = async (): Promise<{ ttl: number; autoTtl?: unknown; override?: unknown } | undefined> =>
+      (
+        (await admin(proxy.adminUrl, 'GET', '/admin/config')).json() as {
+          cache: { effective: Record<string, { ttl: number; autoTtl?: unknown; override?: unknown }> };
+        }
+      ).cache.effective.transfers;
+    expect(
+      (await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/transfers', { autoTtl: { min: 2, max: 120 } })).status,
+    ).toBe(200);
+    expect(await effective()).toMatchObject({
+      autoTtl: { min: 2, max: 120 },
+      override: { autoTtl: { min: 2, max: 120 } },
+    });
+    expect((await admin(proxy.adminUrl, 'PUT', '/admin/cache/ttl/transfers', { autoTtl: null })).status).toBe(200);
+    expect((await effective())?.autoTtl).toBeUndefined();
+    expect((await admin(proxy.adminUrl, 'DELETE', '/admin/cache/ttl/transfers')).status).toBe(204);
+  });
+
   it.each([
     ['an unknown field', 'PUT', '/admin/cache/ttl/receipts', { tll: 5 }, '#/tll'],
     ['a negative ttl', 'PUT', '/admin/cache/ttl/receipts', { ttl: -1 }, '#/ttl'],
     ['a fractional ttl', 'PUT', '/admin/cache/ttl/receipts', { staleIfError: 1.5 }, '#/staleIfError'],
     ['an empty override', 'PUT', '/admin/cache/ttl/receipts', {}, '#'],
+    [
+      'automatic lifetimes whose min exceeds max',
+      'PUT',
+      '/admin/cache/ttl/receipts',
+      { autoTtl: { min: 9, max: 3 } },
+      '#/autoTtl/max',
+    ],
+    [
+      'automatic lifetimes of 0 s',
+      'PUT',
+      '/admin/cache/ttl/receipts',
+      { autoTtl: { min: 0, max: 3 } },
+      '#/autoTtl/min',
+    ],
     ['a body that is not JSON', 'PUT', '/admin/cache/ttl/receipts', '{nope', '#'],
     ['a body that is not an object', 'PUT', '/admin/cache/ttl/receipts', '[5]', '#'],
     ['a bad company', 'POST', '/admin/cache/purge', { company_id: 'a b' }, '#/company_id'],

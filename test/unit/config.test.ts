@@ -57,6 +57,16 @@ describe('config file', () => {
     ['a zero rate', 'rateLimit:\n  perCompany: { points: 0, duration: 60 }', 'rateLimit.perCompany.points'],
     ['a non-boolean switch', 'upstream: { passthrough: "yes" }', 'upstream.passthrough'],
     ['an empty claim name', 'auth:\n  claims: { company: "" }', 'auth.claims.company'],
+    [
+      'automatic lifetimes whose min exceeds max',
+      'cache:\n  resources:\n    movements: { autoTtl: { min: 60, max: 10 } }',
+      'cache.resources.movements.autoTtl.max',
+    ],
+    [
+      'a negative ceiling of early refreshes',
+      'cache:\n  autoTtl: { maxRefreshesPerSecond: -1 }',
+      'cache.autoTtl.maxRefreshesPerSecond',
+    ],
   ])('%s stops the start, naming %s', (_label, text, key) => {
     expect(configErrorKey(() => parseConfigText(text, 'ops.yaml'))).toBe(key);
   });

@@ -1,0 +1,62 @@
+/**
+ * The ceiling on what automatic lifetimes may cost the upstream (docs/cache.md#automatic-lifetimes):
+ * a page of an `autoTtl` resource is refreshed before its `max` only with a token from this
+ * bucket; without one it serves on, fresh until its `max` as under a fixed TTL of `max`. So auto
+ * lifetimes cost the upstream at most what `ttl: max` would, plus this many refreshes a second.
+ *
+ * The rate is the replica's ceiling, or its share of the fleet's (the fleet's over the replicas
+ * counted live, src/platform/replica-count.ts), whichever is lower; the bucket holds a second's worth.
+ */
+export interface AutoRefreshBudgetOptions {
+  /** Refreshes a second this replica may start early, at most. */
+  readonly perReplica: number;
+  /** Refreshes a second the fleet may start early, at most; 0: no fleet ceiling. */
+  readonly perFleet: number;
+  /** Replicas running now (1 without a count). */
+  readonly replicas: () => number;
+  /** Milliseconds, monotonic. */
+  readonly now?: () => number;
+}
+
+export class AutoRefreshBudget {
+  readonly #options: AutoRefreshBudgetOptions;
+  readonly #now: () => number;
+  #tokens: number;
+  #at: number;
+  #granted = 0;
+  #refused = 0;
+
+  constructor(options: AutoRefreshBudgetOptions) {
+    this.#options = options;
+    this.#now = options.now ?? (() => performance.now());
+    this.#tokens = this.rate();
+    this.#at = this.#now();
+  }
+
+  /** Refreshes a second now: the replica's ceiling or its share of the fleet's, the lower. */
+  rate(): number {
+    const { perReplica, perFleet, replicas } = this.#options;
+    const share = perFleet > 0 ? perFleet / Math.max(1, replicas()) : Number.POSITIVE_INFINITY;
+    return Math.min(perReplica, share);
+  }
+
+  /** One early refresh, if the ceiling allows it now. */
+  take(): boolean {
+    const rate = this.rate();
+    const at = this.#now();
+    this.#tokens = Math.min(rate, this.#tokens + ((at - this.#at) / 1000) * rate);
+    this.#at = at;
+    if (this.#tokens < 1) {
+      this.#refused += 1;
+      return false;
+    }
+    this.#tokens -= 1;
+    this.#granted += 1;
+    return true;
+  }
+
+  /** Early refreshes granted and refused since the start. */
+  counts(): { readonly granted: number; readonly refused: number } {
+    return { granted: this.#granted, refused: this.#refused };
+  }
+}
