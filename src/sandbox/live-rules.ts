@@ -10,7 +10,9 @@
  *
  * each chosen record changing once every `everyMs` (for `append`, one new record per company every
  * `everyMs`); `share` (0–1, default 1) of the resource's records are chosen, the same ones for a
- * seed; `company` (default every company) narrows a rule to one.
+ * seed; `company` (default every company) narrows a rule to one; `ids` names the records instead
+ * (of `update` and `move`): how a workload makes chosen *pages* change, each through one record it
+ * shows.
  */
 import type { ResourceName } from './resources.js';
 import { seedResource } from './resources.js';
@@ -24,6 +26,8 @@ export interface ChangeRule {
   readonly everyMs: number;
   readonly share: number;
   readonly company: string | undefined;
+  /** The records that change, named; `undefined`: `share` of them, chosen by the seed. */
+  readonly ids?: readonly number[] | undefined;
 }
 
 export class LiveRuleError extends Error {}
@@ -58,7 +62,7 @@ function parseRule(input: unknown, index: number): ChangeRule {
   if (!isJsonObject(input)) throw new LiveRuleError(`${at} must be an object`);
   const rule = input;
   for (const key of Object.keys(rule))
-    if (!['resource', 'kind', 'everyMs', 'share', 'company'].includes(key))
+    if (!['resource', 'kind', 'everyMs', 'share', 'company', 'ids'].includes(key))
       throw new LiveRuleError(`${at}: unknown member ${key}`);
   const resource = seedResource(String(field(rule, 'resource')));
   if (resource === undefined) throw new LiveRuleError(`${at}.resource: no such resource`);
@@ -73,12 +77,23 @@ function parseRule(input: unknown, index: number): ChangeRule {
   const company = field(rule, 'company');
   if (company !== undefined && typeof company !== 'string' && typeof company !== 'number')
     throw new LiveRuleError(`${at}.company: a company id`);
+  const ids = field(rule, 'ids');
+  if (
+    ids !== undefined &&
+    (kind === 'append' ||
+      !Array.isArray(ids) ||
+      ids.length === 0 ||
+      ids.length > 10_000 ||
+      !ids.every((id) => Number.isSafeInteger(id) && Number(id) > 0))
+  )
+    throw new LiveRuleError(`${at}.ids: 1 to 10000 record ids, for update or move`);
   return {
     resource: resource.name,
     kind,
     everyMs,
     share,
     company: company === undefined ? undefined : String(company),
+    ...(Array.isArray(ids) && { ids: ids.map(Number) }),
   };
 }
 

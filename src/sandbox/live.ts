@@ -159,7 +159,9 @@ export class LiveDataset {
       .filter((record) => companies.includes(String(record.company_id)))
       .map((record) => record.id)
       .sort((a, b) => rank(seed, a) - rank(seed, b));
-    const targets = ids.slice(0, Math.ceil(ids.length * rule.share));
+    const named = rule.ids;
+    const targets =
+      named === undefined ? ids.slice(0, Math.ceil(ids.length * rule.share)) : ids.filter((id) => named.includes(id));
     return { rule, targets, owed: 0, next: 0, lastAt: at };
   }
 }

@@ -77,6 +77,35 @@ describe('live mode', () => {
     expect(startedAt).toBeLessThan(moved?.at ?? 0);
   });
 
+  it('changes the records a rule names, and only those', () => {
+    const { live, advance } = clocked();
+    const [first, second] = (live.dataset.get('transfers') ?? []).map((record) => record.id);
+    if (first === undefined || second === undefined) throw new Error('the dataset has transfers');
+    live.start(
+      [
+        {
+          resource: 'transfers',
+          kind: 'update',
+          everyMs: 1_000,
+          share: 1,
+          company: undefined,
+          ids: [second, 999_999_999],
+        },
+      ],
+      7,
+    );
+    live.stop();
+    advance(2_000);
+    expect(live.tick()).toBe(1);
+    expect(live.log.list({ since: 0, limit: 10 }).map((change) => change.id)).toEqual([second]);
+    expect(() =>
+      parseLiveRules({ rules: [{ resource: 'movements', kind: 'append', everyMs: 1_000, ids: [1] }] }, NAMES),
+    ).toThrow(/ids/);
+    expect(() =>
+      parseLiveRules({ rules: [{ resource: 'movements', kind: 'update', everyMs: 1_000, ids: [0] }] }, NAMES),
+    ).toThrow(/ids/);
+  });
+
   it('reads rules and the mixed preset, and refuses what it cannot take, naming it', () => {
     expect(parseLiveRules({ preset: 'mixed' }, NAMES)).toEqual(mixedWorkload(NAMES));
     expect(
