@@ -228,7 +228,7 @@ export function storedPrefix(entry: CacheEntry): Buffer {
  * stored form, only its times, the upstream's validators and its invalidation marks new. What a
  * store's `freshen` takes.
  */
-export function isFreshening(stored: CacheEntry, fresher: CacheEntry): boolean {
+export function isRevalidated(stored: CacheEntry, fresher: CacheEntry): boolean {
   return (
     fresher.status === stored.status &&
     fresher.contentType === stored.contentType &&
@@ -244,7 +244,7 @@ export function isFreshening(stored: CacheEntry, fresher: CacheEntry): boolean {
  * block at its fixed offset when the header is unchanged (the usual case), else the whole prefix
  * (`offset` 0 when it keeps its length; `undefined` when the body must move behind a new one).
  */
-export function freshening(
+export function revalidationPatch(
   stored: CacheEntry,
   fresher: CacheEntry,
 ): { readonly expected: Buffer; readonly bytes: Buffer; readonly offset: number | undefined } {

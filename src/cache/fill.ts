@@ -141,12 +141,12 @@ function entryFor(
 }
 
 /**
- * The stored entry freshened at `at` (RFC 9111 §4.3.4): its response and body, the times of the
+ * The stored entry revalidated at `at` (RFC 9111 §4.3.4): its response and body, the times of the
  * policy in force now, the validators the origin gave this time, and the page's marks read before
  * it was asked.
  */
-function freshened(
-  held: CacheEntry,
+function revalidated(
+  current: CacheEntry,
   policy: EffectivePolicy,
   at: number,
   validators: Validators,
@@ -154,11 +154,11 @@ function freshened(
   lifetimeMs: number | undefined,
 ): CacheEntry {
   return {
-    ...held,
+    ...current,
     mark: mark === undefined || mark === '' ? undefined : headsOf(mark),
     // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
     ahead: undefined,
-    ...timesFor(held.status, policy, at, lifetimeMs),
+    ...timesFor(current.status, policy, at, lifetimeMs),
     upstreamEtag: validators.etag,
     lastModified: validators.lastModified,
   };
@@ -170,11 +170,11 @@ export function unaskedNotModified(upstreamMs: number): OriginFailure {
 }
 
 /** Whether a 200 or 404 carries the very response stored: status, type and every body byte. */
-function isSameAnswer(held: CacheEntry, answer: OriginAnswer): boolean {
+function isSameAnswer(current: CacheEntry, answer: OriginAnswer): boolean {
   return (
-    held.status === answer.status &&
-    held.contentType === (answer.contentType ?? 'application/json') &&
-    held.body.equals(answer.body)
+    current.status === answer.status &&
+    current.contentType === (answer.contentType ?? 'application/json') &&
+    current.body.equals(answer.body)
   );
 }
 
@@ -301,33 +301,36 @@ export class Filler {
     // The entry this fill refreshes: the store's, of the current generation (a purged one is no
     // base to revalidate). Only a 200 is revalidated with its validators: a server evaluates a
     // precondition only for a 2xx (RFC 9110 §13.2.1); a record 404 can still be found identical.
-    const held = isCurrent(lookup) ? lookup.entry : undefined;
+    const current = isCurrent(lookup) ? lookup.entry : undefined;
     const validators: Validators | undefined =
-      held?.status === 200 && (held.upstreamEtag !== undefined || held.lastModified !== undefined)
-        ? { etag: held.upstreamEtag, lastModified: held.lastModified }
+      current?.status === 200 && (current.upstreamEtag !== undefined || current.lastModified !== undefined)
+        ? { etag: current.upstreamEtag, lastModified: current.lastModified }
         : undefined;
     const outcome = await fetch(request, validators);
     if (outcome.kind === 'failure') return { kind: 'failure', outcome };
     if (outcome.kind === 'not-modified') {
       const { notModified } = outcome;
       // Only a request sent with validators has one (src/upstream/fetch-read.ts): else a bad answer.
-      if (held === undefined) return { kind: 'failure', outcome: unaskedNotModified(notModified.elapsedMs) };
+      if (current === undefined) return { kind: 'failure', outcome: unaskedNotModified(notModified.elapsedMs) };
       // RFC 9111 §4.3.4: the stored validators are replaced by those the 304 carries, kept otherwise.
-      const fresher = freshened(
-        held,
+      const fresher = revalidated(
+        current,
         policy,
         now(),
-        { etag: notModified.etag ?? held.upstreamEtag, lastModified: notModified.lastModified ?? held.lastModified },
+        {
+          etag: notModified.etag ?? current.upstreamEtag,
+          lastModified: notModified.lastModified ?? current.lastModified,
+        },
         lookup.mark,
         this.#lifetime(
-          held.status,
+          current.status,
           policy,
-          { kind: 'unchanged', previous: held },
-          notModified.lastModified ?? held.lastModified,
+          { kind: 'unchanged', previous: current },
+          notModified.lastModified ?? current.lastModified,
         ),
       );
-      this.#observe(address, 'not_modified', held, fresher.lastModified, 0);
-      return this.#freshen(address, held, fresher, 'not_modified', notModified.elapsedMs, {
+      this.#observe(address, 'not_modified', current, fresher.lastModified, 0);
+      return this.#storeRevalidated(address, current, fresher, 'not_modified', notModified.elapsedMs, {
         standingIn,
         since: lookup.since,
       });
@@ -341,20 +344,24 @@ export class Filler {
     // The stored response again, byte for byte (an upstream without validators, or one that
     // ignores them): freshened like a 304, with this answer's validators; nothing hashed,
     // compressed or written but the times.
-    if (held !== undefined && isSameAnswer(held, answer)) {
+    if (current !== undefined && isSameAnswer(current, answer)) {
       const validators = { etag: answer.etag, lastModified: answer.lastModified };
       const lifetimeMs = this.#lifetime(
-        held.status,
+        current.status,
         policy,
-        { kind: 'unchanged', previous: held },
+        { kind: 'unchanged', previous: current },
         answer.lastModified,
       );
-      const fresher = freshened(held, policy, now(), validators, lookup.mark, lifetimeMs);
-      this.#observe(address, 'identical', held, answer.lastModified, answer.body.length);
-      return this.#freshen(address, held, fresher, 'identical', answer.elapsedMs, { standingIn, since: lookup.since });
+      const fresher = revalidated(current, policy, now(), validators, lookup.mark, lifetimeMs);
+      this.#observe(address, 'identical', current, answer.lastModified, answer.body.length);
+      return this.#storeRevalidated(address, current, fresher, 'identical', answer.elapsedMs, {
+        standingIn,
+        since: lookup.since,
+      });
     }
     // Without a generation (store unavailable) the answer is still shared, just not kept.
-    const evidence: LifetimeEvidence = held === undefined ? { kind: 'first' } : { kind: 'changed', previous: held };
+    const evidence: LifetimeEvidence =
+      current === undefined ? { kind: 'first' } : { kind: 'changed', previous: current };
     const under = {
       generation: generation ?? '',
       mark: lookup.mark === undefined ? undefined : headsOf(lookup.mark),
@@ -365,15 +372,21 @@ export class Filler {
     // `stored` in Cache-Status means stored (RFC 9211 §2.7): only once the store said so.
     const stored = storable && (await store.save(address, entry));
     if (stored || (storable && standingIn)) l1?.set(address.key, entry, lookup.since);
-    if (held !== undefined) metrics?.revalidation('modified');
-    this.#observe(address, held === undefined ? 'filled' : 'modified', held, answer.lastModified, answer.body.length);
+    if (current !== undefined) metrics?.revalidation('modified');
+    this.#observe(
+      address,
+      current === undefined ? 'filled' : 'modified',
+      current,
+      answer.lastModified,
+      answer.body.length,
+    );
     return {
       kind: 'entry',
       entry,
       stored,
       upstreamMs: answer.elapsedMs,
       collapsed: false,
-      revalidation: held === undefined ? undefined : 'modified',
+      revalidation: current === undefined ? undefined : 'modified',
     };
   }
 
@@ -412,9 +425,9 @@ export class Filler {
    * the freshened copy, which the origin has just confirmed); saved whole when it has gone meanwhile
    * (expired or evicted: the body is at hand, and the next request would otherwise fetch it).
    */
-  async #freshen(
+  async #storeRevalidated(
     address: CacheAddress,
-    held: CacheEntry,
+    current: CacheEntry,
     fresher: CacheEntry,
     revalidation: Revalidation,
     upstreamMs: number,
@@ -427,7 +440,7 @@ export class Filler {
     // A policy of ttl 0 (caching turned off since) keeps nothing, as for any fill.
     const keepable = fresher.freshUntil > fresher.storedAt;
     if (keepable) {
-      const result = await store.freshen(address, held, fresher);
+      const result = await store.freshen(address, current, fresher);
       stored = result === 'freshened' || (result === 'missing' && (await store.save(address, fresher)));
     }
     if (stored || (keepable && standingIn)) l1?.set(address.key, fresher, copy.since);

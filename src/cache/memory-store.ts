@@ -8,7 +8,7 @@ import { LRUCache } from 'lru-cache';
 import { Doorkeeper } from './admission.js';
 import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
 import { CompanyShares } from './company-shares.js';
-import { type CacheEntry, entryBytes, isFreshening, sameStoredEntry } from './entry.js';
+import { type CacheEntry, entryBytes, isRevalidated, sameStoredEntry } from './entry.js';
 import { MarkTable } from './marks.js';
 import { type CacheStore, newGeneration, type StoreFootprint, type StoreLookup } from './store.js';
 
@@ -76,7 +76,7 @@ export function createMemoryStore(options: MemoryStoreOptions): CacheStore {
     freshen(address, stored, fresher) {
       const current = peek(address).entry;
       if (current === undefined) return Promise.resolve('missing');
-      if (!sameStoredEntry(current, stored) || !isFreshening(stored, fresher) || fresher.keepUntil <= now())
+      if (!sameStoredEntry(current, stored) || !isRevalidated(stored, fresher) || fresher.keepUntil <= now())
         return Promise.resolve('changed');
       // A freshening carries the stored entry's own body Buffers: nothing of the body is copied.
       entries.set(address.key, fresher);

@@ -132,7 +132,7 @@ function keptFor(policy: EffectivePolicy): number {
 const MAX_JOIN_ATTEMPTS = 3;
 
 /** A key's lookup in the store, with the entry under the policy in force and what was found. */
-interface Looked {
+interface StoreFinding {
   readonly lookup: StoreLookup;
   readonly current: CacheEntry | undefined;
   readonly found: StoreLookupResult;
@@ -191,7 +191,7 @@ class CacheReadService implements ReadService {
       depth: settings.depth,
       ledger: new PrefetchLedger({ maxInFlight: settings.maxConcurrent, maxPerCompany: settings.maxPerCompany }),
       addressOf: (request) => this.#addressOf(request),
-      held: (address, policy) => this.#held(address, policy),
+      held: (address, policy) => this.#freshCopy(address, policy),
       filling: (key) => this.#fills.has(key),
       reads: this.#reads,
       takeAhead: (address) => options.store.takeAhead(address),
@@ -241,7 +241,7 @@ class CacheReadService implements ReadService {
     const hot = this.#hotHit(request, address, policy);
     if (hot !== undefined) return hot;
     const looked = await this.#lookUp(request, address, policy);
-    const held = this.#serveHeld(request, address, policy, looked);
+    const held = this.#serveStored(request, address, policy, looked);
     return held ?? this.#serveByFill(request, address, policy, looked);
   }
 
@@ -257,7 +257,7 @@ class CacheReadService implements ReadService {
    * for its key (a confirmation, or a request's lookup: a command timeout at most): no hit waits for
    * Redis, nor asks a Redis known not to answer (docs/cache.md#when-redis-fails).
    */
-  #heldCopy(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
+  #copyInProcess(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
     const { l1, store } = this.#options;
     let entry: CacheEntry | undefined;
     if (l1 !== undefined) entry = l1.get(address.key, address.tag) ?? this.#lapsedCopy(l1, address);
@@ -265,21 +265,21 @@ class CacheReadService implements ReadService {
     return entry === undefined ? undefined : withPolicy(entry, policy);
   }
 
-  /** An L1 copy past its lifetime that may still serve now (`#heldCopy`). */
+  /** An L1 copy past its lifetime that may still serve now (`#copyInProcess`). */
   #lapsedCopy(l1: L1Cache, address: CacheAddress): CacheEntry | undefined {
     if (this.#options.store.reachable?.(address) === false) return l1.latest(address.key, address.tag);
     return this.#reads.isReading(address.key) ? l1.lapsed(address.key, address.tag) : undefined;
   }
 
   /** A fresh copy held in this process. */
-  #held(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
-    const entry = this.#heldCopy(address, policy);
+  #freshCopy(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
+    const entry = this.#copyInProcess(address, policy);
     return entry !== undefined && this.#now() < entry.freshUntil ? entry : undefined;
   }
 
   /** A fresh entry held in this process, served. */
   #hotHit(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
-    const entry = this.#heldCopy(address, policy);
+    const entry = this.#copyInProcess(address, policy);
     if (entry === undefined) return undefined;
     const at = this.#now();
     if (at >= entry.freshUntil) return undefined;
@@ -318,13 +318,13 @@ class CacheReadService implements ReadService {
   }
 
   /**
-   * The store's copy. Looked up even while a fill runs: a stale copy is served at once during a
+   * The store's copy. StoreFinding up even while a fill runs: a stale copy is served at once during a
    * background refresh, and is the stale-if-error fallback of a request that joins a fill. The L1's
    * last copy of the page, if any, is what the store confirms by its stored prefix (a page read
    * again after an idle spell costs no body and no decoding); while the store cannot be asked, it
    * stands in for the store (l1.ts).
    */
-  async #lookUp(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): Promise<Looked> {
+  async #lookUp(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): Promise<StoreFinding> {
     const looking = request.trace?.lookup();
     const { l1 } = this.#options;
     const stored = await this.#reads.read(address, l1?.latest(address.key, address.tag));
@@ -344,11 +344,11 @@ class CacheReadService implements ReadService {
   }
 
   /** The store's copy served: fresh (into the L1), or stale while one refresh runs. */
-  #serveHeld(
+  #serveStored(
     request: ReadRequest,
     address: CacheAddress,
     policy: EffectivePolicy,
-    { lookup, current }: Looked,
+    { lookup, current }: StoreFinding,
   ): ReadOutcome | undefined {
     if (current === undefined) return undefined;
     const at = this.#now();
@@ -387,7 +387,7 @@ class CacheReadService implements ReadService {
     request: ReadRequest,
     address: CacheAddress,
     policy: EffectivePolicy,
-    { lookup, current }: Looked,
+    { lookup, current }: StoreFinding,
   ): Promise<ReadOutcome | ProxyError> {
     /** A failure, or a 429 (docs/limits.md#the-upstream-guard), is answered with the stale copy while staleIfError allows. */
     const failed = (failure: OriginFailure): ReadOutcome | ProxyError =>

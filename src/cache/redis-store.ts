@@ -17,8 +17,8 @@ import {
   encodeEntry,
   FLAG_AHEAD,
   FLAGS_OFFSET,
-  freshening,
-  isFreshening,
+  isRevalidated,
+  revalidationPatch,
   storedPrefix,
 } from './entry.js';
 import { HISTORY, pageMark } from './marks.js';
@@ -214,9 +214,9 @@ class RedisStore implements CacheStore {
   async freshen(address: CacheAddress, stored: CacheEntry, fresher: CacheEntry): Promise<FreshenResult> {
     // Relative, as for a save: the proxy's clock and Redis's need not agree.
     const ttl = Math.ceil(fresher.keepUntil - this.#now());
-    if (ttl <= 0 || !isFreshening(stored, fresher)) return 'changed';
+    if (ttl <= 0 || !isRevalidated(stored, fresher)) return 'changed';
     if (!this.#health.usable(address.key)) return 'unavailable';
-    const { expected, bytes, offset } = freshening(stored, fresher);
+    const { expected, bytes, offset } = revalidationPatch(stored, fresher);
     try {
       const reply = await this.#script(FRESHEN_SCRIPT, FRESHEN_SHA, address.key, expected, bytes, offset ?? -1, ttl);
       return FRESHEN_RESULTS[String(reply)] ?? 'unavailable';

@@ -83,7 +83,7 @@ export interface CacheStore {
    * Freshens a stored entry in place (RFC 9111 §4.3.4, docs/cache.md#revalidation): if the entry
    * under the address is still `stored` (as read, not written again since), it takes `fresher`'s
    * times and upstream validators and is kept until `fresher.keepUntil`; its body is neither sent
-   * nor written. `fresher` must be `stored` freshened (`isFreshening`): else nothing is written.
+   * nor written. `fresher` must be `stored` freshened (`isRevalidated`): else nothing is written.
    * Never throws.
    */
   freshen(address: CacheAddress, stored: CacheEntry, fresher: CacheEntry): Promise<FreshenResult>;

@@ -8,9 +8,9 @@ import {
   decodeEntry,
   ENTRY_FORMAT_VERSION,
   encodeEntry,
-  freshening,
   gzipBody,
-  isFreshening,
+  isRevalidated,
+  revalidationPatch,
   sameStoredEntry,
   storedPrefix,
   strongEtag,
@@ -160,27 +160,27 @@ describe('entry format', () => {
     const later = { storedAt: 50_000, freshUntil: 80_000, keepUntil: 680_000 };
     const apply = (fresher: CacheEntry): Buffer => {
       const stored = Buffer.from(encodeEntry(held));
-      const { expected, bytes, offset } = freshening(held, fresher);
+      const { expected, bytes, offset } = revalidationPatch(held, fresher);
       expect(stored.subarray(0, expected.length).equals(expected)).toBe(true);
       if (offset === undefined) return Buffer.concat([bytes, stored.subarray(expected.length)]);
       bytes.copy(stored, offset);
       return stored;
     };
     const sameHeader = { ...held, ...later };
-    expect(isFreshening(held, sameHeader)).toBe(true);
-    const block = freshening(held, sameHeader);
+    expect(isRevalidated(held, sameHeader)).toBe(true);
+    const block = revalidationPatch(held, sameHeader);
     expect([block.offset, block.bytes.length]).toEqual([2, 24]);
     expect(apply(sameHeader).equals(encodeEntry(sameHeader))).toBe(true);
     const sameLength = { ...held, ...later, upstreamEtag: '"b"' };
-    expect(freshening(held, sameLength).offset).toBe(0);
+    expect(revalidationPatch(held, sameLength).offset).toBe(0);
     expect(apply(sameLength).equals(encodeEntry(sameLength))).toBe(true);
     const longer = { ...held, ...later, upstreamEtag: '"bb"', lastModified: 'Tue, 03 Nov 2026 10:00:00 GMT' };
-    expect(freshening(held, longer).offset).toBeUndefined();
+    expect(revalidationPatch(held, longer).offset).toBeUndefined();
     const moved = decodeEntry(apply(longer));
     expect(moved?.body.equals(PAGE)).toBe(true);
     expect(moved).toMatchObject({ ...later, upstreamEtag: '"bb"', etag: held.etag });
     // Another body is no freshening.
-    expect(isFreshening(held, { ...entry(Buffer.from('{"other":1}')), ...later })).toBe(false);
+    expect(isRevalidated(held, { ...entry(Buffer.from('{"other":1}')), ...later })).toBe(false);
   });
 
   it('compares a freshen against the prefix as it was read, not as it would be written again', () => {

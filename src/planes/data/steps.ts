@@ -5,7 +5,7 @@
  *
  *   target (400 invalid_request) → OPTIONS (204) → query (400 access_token)
  *   → authenticate (400 two headers, 401) → operator state (503) → inbound limits (429)
- *   → resource (404) → method (405) → authorise (403) → validate query (400)
+ *   → resource (404) → method (405) → authorize (403) → validate query (400)
  *   → read (L1 → store → coalesced origin fill) → respond (406, 304, the read's answer)
  *
  * Each step is a function over one `Exchange` and the plane's parts. It answers the request (and
@@ -137,7 +137,7 @@ export function checkMethod(ex: Exchange, parts: DataPlaneParts): StepResult {
 }
 
 /** The resource's permissions, scope, modules and the blocks (403). */
-export const authorise = at('read route', (ex, parts) => {
+export const authorizeRead = at('read route', (ex, parts) => {
   const forbidden = authorize(ex.identity.principal, ex.route.resource, parts.policy, parts.lists);
   return forbidden === undefined ? false : fail(ex, parts, forbidden);
 });
@@ -190,7 +190,7 @@ export const REQUEST_FLOW: ReadonlyArray<readonly [name: string, step: Step]> = 
   ['inbound limits', applyInboundLimits],
   ['resource', requireReadRoute],
   ['method', checkMethod],
-  ['authorise', authorise],
+  ['authorize', authorizeRead],
   ['validate query', validateQuery],
   ['read', readThroughCache],
   ['respond', respondWithRead],
