@@ -15,7 +15,7 @@ import { createLocalPurgeBus } from '../../src/cache/purge-bus.js';
 import type { ReadOutcome } from '../../src/cache/read-outcome.js';
 import { createReadService, type ReadService } from '../../src/cache/read-service.js';
 import type { CacheStore } from '../../src/cache/store.js';
-import { ProxyError } from '../../src/errors/proxy-error.js';
+import { BadGatewayError, ProxyError } from '../../src/errors/proxy-error.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
@@ -119,6 +119,25 @@ describe('an invalidated page', () => {
     expect(waited.cacheStatus).toBe('slab-proxy; fwd=stale; fwd-status=304; stored');
     expect(asked).toHaveLength(2);
     expect((await serve(a, 'transfers?per_page=6')).cacheStatus).toBe('slab-proxy; hit; ttl=60');
+  });
+
+  it('is still served when its refresh fails, within stale-if-error, as any stale page', async () => {
+    const [a] = replicas;
+    await serve(a, 'transfers?per_page=7');
+    await a.invalidate('1', 'transfers', ['7']);
+    clock += 1_500; // past `staleFor`: the read waits for the refresh, which fails
+    answer = () =>
+      Promise.resolve({
+        kind: 'failure',
+        error: new BadGatewayError(),
+        fwdStatus: 502,
+        upstreamStatus: 503,
+        upstreamMs: 1,
+      });
+    const served = await serve(a, 'transfers?per_page=7');
+    expect(served.status).toBe(200);
+    expect(served.body.equals(BODY)).toBe(true);
+    expect(served.cacheStatus).toMatch(/^slab-proxy; fwd=stale; fwd-status=502/);
   });
 
   it('leaves what the change cannot touch a hit: other records, other resources, other companies', async () => {
