@@ -15,19 +15,19 @@ import type { OperatorControl } from './control/operator-control.js';
 import { createMetrics } from './observability/metrics.js';
 import { registerSecret } from './observability/secrets.js';
 import type { RedisSettings } from './platform/redis.js';
-import type { Base, ProxyAppOptions } from './wiring/base.js';
 import { Closers } from './wiring/closers.js';
 import { ConfigInForce } from './wiring/config-in-force.js';
 import { wireControl } from './wiring/control.js';
 import { wireCredentials } from './wiring/credentials.js';
+import type { Foundation, ProxyAppOptions } from './wiring/foundation.js';
 import { ReplicaLifecycle } from './wiring/lifecycle.js';
 import { observeParts } from './wiring/observed.js';
 import { wireReads } from './wiring/reads.js';
+import type { ReplicaParts } from './wiring/replica-parts.js';
 import { wireServers } from './wiring/servers.js';
 import { type CloseOptions, type ListenOptions, startServing, stopServing } from './wiring/serving.js';
 import { wireShared } from './wiring/shared.js';
 import { wireUpstream } from './wiring/upstream.js';
-import type { Wired } from './wiring/wired.js';
 
 export type { ListenOptions, ProxyAppOptions, RedisSettings };
 
@@ -57,7 +57,7 @@ export interface ProxyApp {
 export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
   // No log line may hold the admin token, wherever a client puts it (docs/operations.md#logs).
   if (options.adminToken !== undefined) registerSecret(options.adminToken);
-  const base: Base = {
+  const foundation: Foundation = {
     options,
     config: options.config,
     logger: options.logger,
@@ -67,12 +67,12 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   };
   const lifecycle = new ReplicaLifecycle();
   const configInForce = new ConfigInForce(options.config);
-  const shared = wireShared(base);
-  const control = wireControl(base, shared);
-  const credentials = wireCredentials(base, shared, control);
-  const upstream = wireUpstream(base, shared, control, configInForce);
-  const reads = wireReads(base, shared, control, configInForce, upstream.origin);
-  const wired: Wired = { base, lifecycle, configInForce, shared, control, credentials, upstream, reads };
+  const shared = wireShared(foundation);
+  const control = wireControl(foundation, shared);
+  const credentials = wireCredentials(foundation, shared, control);
+  const upstream = wireUpstream(foundation, shared, control, configInForce);
+  const reads = wireReads(foundation, shared, control, configInForce, upstream.origin);
+  const wired: ReplicaParts = { foundation, lifecycle, configInForce, shared, control, credentials, upstream, reads };
   observeParts(wired);
   const servers = wireServers(wired);
   return {

@@ -1,10 +1,13 @@
 /** The operator state (docs/operations.md#the-operator-api), shared through Redis when there is one. */
 import { createOperatorControl, type OperatorControl } from '../control/operator-control.js';
 import { errorFields } from '../observability/logger.js';
-import type { Base } from './base.js';
+import type { Foundation } from './foundation.js';
 import type { SharedParts } from './shared.js';
 
-export function wireControl({ config, logger, now, metrics, closers }: Base, { redis }: SharedParts): OperatorControl {
+export function wireControl(
+  { config, logger, now, metrics, closers }: Foundation,
+  { redis }: SharedParts,
+): OperatorControl {
   const control = createOperatorControl({
     syncIntervalMs: config.control.syncInterval * 1000,
     now,

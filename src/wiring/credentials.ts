@@ -5,7 +5,7 @@ import { createTokenVerifier, type TokenVerifier } from '../auth/verify-token.js
 import type { OperatorControl } from '../control/operator-control.js';
 import { createInboundLimiter, type InboundLimiter } from '../limits/inbound.js';
 import { RedisHealth } from '../platform/redis.js';
-import type { Base } from './base.js';
+import type { Foundation } from './foundation.js';
 import type { SharedParts } from './shared.js';
 
 export interface CredentialParts {
@@ -15,8 +15,12 @@ export interface CredentialParts {
   readonly limiter: InboundLimiter;
 }
 
-export function wireCredentials(base: Base, shared: SharedParts, control: OperatorControl): CredentialParts {
-  const { options, config, now, metrics, closers } = base;
+export function wireCredentials(
+  foundation: Foundation,
+  shared: SharedParts,
+  control: OperatorControl,
+): CredentialParts {
+  const { options, config, now, metrics, closers } = foundation;
   // Unread since the start: refused, unless the operator chose to serve (docs/scaling-out.md#the-operator-state-and-what-survives-what).
   const lists = accessListsOver(
     control.state,

@@ -4,11 +4,11 @@
  */
 import { DEFAULT_TARGET_SECONDS } from '../cache/freshness-advice.js';
 import { BUDGET_MODES } from '../limits/budget-mode.js';
-import type { Wired } from './wired.js';
+import type { ReplicaParts } from './replica-parts.js';
 
-export function observeParts({ base, lifecycle, shared, control, upstream, reads }: Wired): void {
+export function observeParts({ foundation, lifecycle, shared, control, upstream, reads }: ReplicaParts): void {
   const redisShared = shared.redis !== undefined;
-  base.metrics.watch({
+  foundation.metrics.watch({
     circuitState: () => upstream.breaker.state,
     redisUp: redisShared ? () => shared.cacheHealth?.state() !== 'down' : undefined,
     inFlightRequests: () => lifecycle.inFlight,
@@ -18,7 +18,10 @@ export function observeParts({ base, lifecycle, shared, control, upstream, reads
     budgetMode: { modes: BUDGET_MODES, current: () => upstream.budget.mode() },
     companyCacheBytes: () => reads.cache.bytesByCompany(),
     freshness: () =>
-      reads.freshness.advice(DEFAULT_TARGET_SECONDS, (resource) => reads.policies.policyFor(resource).ttl, base.now())
-        .resources,
+      reads.freshness.advice(
+        DEFAULT_TARGET_SECONDS,
+        (resource) => reads.policies.policyFor(resource).ttl,
+        foundation.now(),
+      ).resources,
   });
 }

@@ -11,9 +11,9 @@ import type { Origin } from '../cache/origin.js';
 import { CachePolicies } from '../cache/policy.js';
 import { createReadService, type ReadService } from '../cache/read-service.js';
 import type { OperatorControl } from '../control/operator-control.js';
-import type { Base } from './base.js';
 import { type CacheParts, createCacheParts } from './cache-parts.js';
 import type { ConfigInForce } from './config-in-force.js';
+import type { Foundation } from './foundation.js';
 import type { SharedParts } from './shared.js';
 
 export interface ReadParts {
@@ -25,13 +25,13 @@ export interface ReadParts {
 }
 
 export function wireReads(
-  base: Base,
+  foundation: Foundation,
   shared: SharedParts,
   control: OperatorControl,
   configInForce: ConfigInForce,
   origin: Origin,
 ): ReadParts {
-  const { options, config, logger, now, metrics, closers } = base;
+  const { options, config, logger, now, metrics, closers } = foundation;
   const policies = new CachePolicies(config.cache, control.overrides());
   control.onOverridesChange((overrides) => policies.setOverrides(overrides));
   configInForce.onReload((file) => policies.setConfig(file.cache));

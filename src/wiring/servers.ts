@@ -12,7 +12,7 @@ import { createAdminApp } from '../planes/admin/admin-app.js';
 import { createDataPlane } from '../planes/data/data-plane.js';
 import { createFallbackApp } from '../planes/fallback-app.js';
 import { readinessOf } from './readiness.js';
-import type { Wired } from './wired.js';
+import type { ReplicaParts } from './replica-parts.js';
 
 export interface Servers {
   readonly server: Server;
@@ -21,18 +21,18 @@ export interface Servers {
 
 type HttpLog = ReturnType<typeof createHttpLog>;
 
-export function wireServers(wired: Wired): Servers {
-  const requestLog = createRequestLog(wired.base.logger);
-  const httpLog = createHttpLog(wired.base.logger);
+export function wireServers(wired: ReplicaParts): Servers {
+  const requestLog = createRequestLog(wired.foundation.logger);
+  const httpLog = createHttpLog(wired.foundation.logger);
   return { server: clientServer(wired, httpLog, requestLog), adminServer: adminServer(wired, httpLog, requestLog) };
 }
 
 function clientServer(
-  { base, lifecycle, credentials, upstream, reads }: Wired,
+  { foundation, lifecycle, credentials, upstream, reads }: ReplicaParts,
   httpLog: HttpLog,
   requestLog: RequestLog,
 ): Server {
-  const { options, config, logger, metrics } = base;
+  const { options, config, logger, metrics } = foundation;
   const dataPlane = createDataPlane({
     authenticator: credentials.authenticator,
     limiter: credentials.limiter,
@@ -67,9 +67,9 @@ function clientServer(
   );
 }
 
-function adminServer(wired: Wired, httpLog: HttpLog, requestLog: RequestLog): Server {
-  const { base, lifecycle, configInForce, shared, control, credentials, upstream, reads } = wired;
-  const { options, config, metrics, now } = base;
+function adminServer(wired: ReplicaParts, httpLog: HttpLog, requestLog: RequestLog): Server {
+  const { foundation, lifecycle, configInForce, shared, control, credentials, upstream, reads } = wired;
+  const { options, config, metrics, now } = foundation;
   return createHttpServer(
     createAdminApp({
       readiness: readinessOf({

@@ -4,8 +4,8 @@
  */
 import { closeServer, listenOn } from '../http/listen.js';
 import { errorFields } from '../observability/logger.js';
+import type { ReplicaParts } from './replica-parts.js';
 import type { Servers } from './servers.js';
-import type { Wired } from './wired.js';
 
 export interface ListenOptions {
   readonly port: number;
@@ -29,7 +29,7 @@ const REDIS_START_WAIT_MS = 3_000;
  * not nothing, while the start waits (boundedly) for Redis and reads the shared operator state.
  */
 export async function startServing(
-  { shared, control, upstream, lifecycle }: Wired,
+  { shared, control, upstream, lifecycle }: ReplicaParts,
   { server, adminServer }: Servers,
   listen: ListenOptions,
 ): Promise<{ port: number; adminPort: number | undefined }> {
@@ -55,19 +55,21 @@ export async function startServing(
  * the reverse order of its building.
  */
 export async function stopServing(
-  { base, lifecycle }: Wired,
+  { foundation, lifecycle }: ReplicaParts,
   { server, adminServer }: Servers,
   closeOptions: CloseOptions,
 ): Promise<void> {
   lifecycle.leave();
   const delayMs = closeOptions.delayMs ?? 0;
   if (delayMs > 0) {
-    base.logger.info({ delayMs }, 'readiness off; serving until the drain');
+    foundation.logger.info({ delayMs }, 'readiness off; serving until the drain');
     await new Promise((resolve) => setTimeout(resolve, delayMs));
   }
-  base.logger.info({ drainMs: closeOptions.drainMs }, 'draining');
+  foundation.logger.info({ drainMs: closeOptions.drainMs }, 'draining');
   lifecycle.drain();
   await closeServer(server, closeOptions.drainMs);
   await closeServer(adminServer, 1_000);
-  await base.closers.closeAll((part, error) => base.logger.warn({ ...errorFields(error), part }, 'part not closed'));
+  await foundation.closers.closeAll((part, error) =>
+    foundation.logger.warn({ ...errorFields(error), part }, 'part not closed'),
+  );
 }

@@ -8,7 +8,7 @@ import { type EvictionSetting, watchEvictionPolicy } from '../platform/eviction-
 import { connectRedis, isSharedRedis, RedisHealth, type SharedRedis } from '../platform/redis.js';
 import { watchRedisDowntime } from '../platform/redis-downtime.js';
 import { countReplicas, type ReplicaCount } from '../platform/replica-count.js';
-import type { Base } from './base.js';
+import type { Foundation } from './foundation.js';
 
 export interface SharedParts {
   readonly redis: SharedRedis | undefined;
@@ -28,7 +28,7 @@ const NOT_SHARED: SharedParts = {
   liveReplicas: undefined,
 };
 
-export function wireShared({ options, config, logger, now, metrics, closers }: Base): SharedParts {
+export function wireShared({ options, config, logger, now, metrics, closers }: Foundation): SharedParts {
   if (!isSharedRedis(options.redis)) return NOT_SHARED;
   const redis = connectRedis(options.redis, {
     commandTimeoutMs: config.redis.commandTimeoutMs,

@@ -14,8 +14,8 @@ import { createUpstreamClient } from '../upstream/client.js';
 import { createUpstreamOrigin } from '../upstream/fetch-read.js';
 import { guardOrigin } from '../upstream/guarded-fetch.js';
 import { createPassthrough, type Passthrough } from '../upstream/passthrough.js';
-import type { Base } from './base.js';
 import type { ConfigInForce } from './config-in-force.js';
+import type { Foundation } from './foundation.js';
 import type { SharedParts } from './shared.js';
 
 export interface UpstreamParts {
@@ -27,12 +27,12 @@ export interface UpstreamParts {
 }
 
 export function wireUpstream(
-  base: Base,
+  foundation: Foundation,
   shared: SharedParts,
   control: OperatorControl,
   configInForce: ConfigInForce,
 ): UpstreamParts {
-  const { options, config, logger, now, metrics, closers } = base;
+  const { options, config, logger, now, metrics, closers } = foundation;
   const client = createUpstreamClient({
     url: options.upstreamUrl,
     timeoutMs: config.upstream.timeout * 1000,
@@ -46,7 +46,7 @@ export function wireUpstream(
     now,
     onChange: (state) => logger.warn({ breaker: state }, 'upstream circuit breaker'),
   });
-  const budget = wireBudget(base, shared, control, configInForce);
+  const budget = wireBudget(foundation, shared, control, configInForce);
   const origin = guardOrigin(createUpstreamOrigin(client), {
     // An upstream 401 for a token the proxy accepted revokes it in the proxy too (docs/credentials.md).
     onUpstreamUnauthorized: ({ principal }) => {
@@ -56,7 +56,7 @@ export function wireUpstream(
       });
     },
     breaker,
-    pause: pauseOf(base, shared),
+    pause: pauseOf(foundation, shared),
     budget,
     maxQueueWaitMs: config.upstream.maxQueueWait * 1000,
     metrics,
@@ -74,7 +74,7 @@ export function wireUpstream(
 }
 
 /** A company's pause after the upstream's 429, shared through Redis when there is one. */
-function pauseOf({ config, now }: Base, { redis, cacheHealth }: SharedParts): UpstreamPause {
+function pauseOf({ config, now }: Foundation, { redis, cacheHealth }: SharedParts): UpstreamPause {
   return createUpstreamPause({
     redis:
       redis === undefined || cacheHealth === undefined
@@ -91,7 +91,7 @@ function pauseOf({ config, now }: Base, { redis, cacheHealth }: SharedParts): Up
  * run-time ones (docs/limits.md#fair-shares), on every change of either.
  */
 function wireBudget(
-  { config, logger, now, metrics, closers }: Base,
+  { config, logger, now, metrics, closers }: Foundation,
   shared: SharedParts,
   control: OperatorControl,
   configInForce: ConfigInForce,

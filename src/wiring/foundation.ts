@@ -33,7 +33,7 @@ export interface ProxyAppOptions {
   readonly tracing?: Tracing | undefined;
 }
 
-export interface Base {
+export interface Foundation {
   readonly options: ProxyAppOptions;
   readonly config: FileConfig;
   readonly logger: Logger;

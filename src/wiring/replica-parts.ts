@@ -1,15 +1,15 @@
 /** Every part a running replica holds, by owner: what the planes, the metrics and the lifecycle read. */
 import type { OperatorControl } from '../control/operator-control.js';
-import type { Base } from './base.js';
 import type { ConfigInForce } from './config-in-force.js';
 import type { CredentialParts } from './credentials.js';
+import type { Foundation } from './foundation.js';
 import type { ReplicaLifecycle } from './lifecycle.js';
 import type { ReadParts } from './reads.js';
 import type { SharedParts } from './shared.js';
 import type { UpstreamParts } from './upstream.js';
 
-export interface Wired {
-  readonly base: Base;
+export interface ReplicaParts {
+  readonly foundation: Foundation;
   readonly lifecycle: ReplicaLifecycle;
   readonly configInForce: ConfigInForce;
   readonly shared: SharedParts;
