@@ -18,11 +18,11 @@ import { CachePolicies } from '../../src/cache/policy.js';
 import { createReadService, type ReadService } from '../../src/cache/read-service.js';
 import type { CacheStore } from '../../src/cache/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { readMetrics } from '../helpers/read-metrics.js';
+import { readRequest } from '../helpers/read-request.js';
 
 const BOUNDS = { min: 1, max: 300 };
 const AT = 1_800_000_000_000;
@@ -89,9 +89,7 @@ const PRINCIPAL = testPrincipal();
 const TARGET = 'transfers?per_page=4';
 
 function request(): ReadRequest {
-  const read = canonicaliseTarget(`/api/slab/v1/operations/${TARGET}`);
-  if (read instanceof ProxyError) throw new Error(read.code);
-  return { read, principal: PRINCIPAL, token: 'a-token', requestId: 'req-1' };
+  return readRequest(TARGET, PRINCIPAL);
 }
 
 interface Rig {

@@ -17,10 +17,10 @@ import type { ReadOutcome } from '../../src/cache/read-outcome.js';
 import { createReadService, type ReadService } from '../../src/cache/read-service.js';
 import type { CacheStore } from '../../src/cache/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
+import { readRequest } from '../helpers/read-request.js';
 
 const PRINCIPAL = testPrincipal();
 const PAGE = Buffer.from(JSON.stringify({ data: [{ id: 1 }], meta: { per_page: 1, has_more: false } }));
@@ -28,9 +28,7 @@ const NEWER = Buffer.from(JSON.stringify({ data: [{ id: 2 }], meta: { per_page: 
 const L1_TTL_MS = 1_000;
 
 function request(target: string): ReadRequest {
-  const read = canonicaliseTarget(`/api/slab/v1/operations/${target}`);
-  if (read instanceof ProxyError) throw new Error(read.code);
-  return { read, principal: PRINCIPAL, token: 'a-token', requestId: 'req-1' };
+  return readRequest(target, PRINCIPAL);
 }
 
 /** A store that answers as an unreachable Redis does while `down`. */

@@ -22,20 +22,18 @@ import { createUpstreamBudget } from '../../src/limits/upstream-budget.js';
 import { createUpstreamPause } from '../../src/limits/upstream-pause.js';
 import type { PrefetchResult } from '../../src/observability/metrics.js';
 import { guardOrigin } from '../../src/upstream/guarded-fetch.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { readMetrics } from '../helpers/read-metrics.js';
+import { readRequest } from '../helpers/read-request.js';
 
 function principal(company: string): Principal {
   return testPrincipal({ company, subject: `walker-${company}` });
 }
 
 function request(target: string, company = '1'): ReadRequest {
-  const read = canonicaliseTarget(`/api/slab/v1/operations/${target}`);
-  if (read instanceof ProxyError) throw new Error(read.code);
-  return { read, principal: principal(company), token: `token-of-${company}`, requestId: 'req' };
+  return readRequest(target, principal(company), `token-of-${company}`);
 }
 
 /** 10 records a company, ids 1..10, pages of `per_page` after `after_id`. */

@@ -20,18 +20,16 @@ import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { RevalidationResult } from '../../src/observability/metrics.js';
 import type { UpstreamAnswer, UpstreamClient, UpstreamRequest } from '../../src/upstream/client.js';
 import { createUpstreamOrigin } from '../../src/upstream/fetch-read.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { readMetrics } from '../helpers/read-metrics.js';
+import { readRequest } from '../helpers/read-request.js';
 
 const PRINCIPAL = testPrincipal();
 
 function request(target: string): ReadRequest {
-  const read = canonicaliseTarget(`/api/slab/v1/operations/${target}`);
-  if (read instanceof ProxyError) throw new Error(read.code);
-  return { read, principal: PRINCIPAL, token: 'a-token', requestId: 'req-1' };
+  return readRequest(target, PRINCIPAL);
 }
 
 const PAGE = Buffer.from(JSON.stringify({ data: [{ id: 1 }, { id: 2 }], meta: { per_page: 2, has_more: false } }));

@@ -16,19 +16,17 @@ import type { ReadOutcome } from '../../src/cache/read-outcome.js';
 import { createReadService, type ReadService } from '../../src/cache/read-service.js';
 import type { CacheStore } from '../../src/cache/store.js';
 import { BadGatewayError, ProxyError } from '../../src/errors/proxy-error.js';
-import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { readMetrics } from '../helpers/read-metrics.js';
+import { readRequest } from '../helpers/read-request.js';
 
 const COMPANY_1 = testPrincipal({ company: '1' });
 const COMPANY_2 = testPrincipal({ company: '2' });
 
 function request(target: string, principal = COMPANY_1): ReadRequest {
-  const read = canonicaliseTarget(`/api/slab/v1/operations/${target}`);
-  if (read instanceof ProxyError) throw new Error(read.code);
-  return { read, principal, token: 'a-token', requestId: 'req-1' };
+  return readRequest(target, principal);
 }
 
 const BODY = Buffer.from('{"data":[{"id":1}],"meta":{}}');
