@@ -1,8 +1,9 @@
 /**
  * The load test's report for people: one self-contained HTML file (inline SVG, inline styles, no
  * script, nothing fetched) next to the run's JSON, with the topology it ran, the totals, latency
- * percentiles, throughput, hit ratio and upstream calls over time, and the statuses. Also the
- * Markdown lines docs/load-test.md takes verbatim.
+ * percentiles, throughput, hit ratio and upstream calls over time, the statuses, and the freshness
+ * phase's figures when it ran (bench/loadtest-freshness-report.ts). Also the Markdown lines
+ * docs/load-test.md takes verbatim.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -10,6 +11,8 @@ import { fmt, fmtInt, markdownTable } from './lib/format.js';
 import type { RedisMode } from './lib/services.js';
 import { type Bar, barChart, escapeHtml, lineChart } from './lib/svg-chart.js';
 import type { LoadtestResult } from './loadgen.js';
+import type { LoadtestFreshness } from './loadtest-freshness.js';
+import { freshnessHtml, freshnessMarkdown } from './loadtest-freshness-report.js';
 
 export interface LoadtestTopology {
   readonly redis: { readonly mode: RedisMode; readonly description: string; readonly nodes: readonly string[] };
@@ -32,11 +35,13 @@ export interface LoadtestReport {
   };
   readonly topology: LoadtestTopology;
   readonly result: LoadtestResult;
+  /** The freshness phase's figures; absent when LOADTEST_FRESHNESS_SECONDS=0. */
+  readonly freshness?: LoadtestFreshness;
 }
 
 const percent = (ratio: number | undefined): string => (ratio === undefined ? 'n/a' : `${(ratio * 100).toFixed(1)}%`);
 
-/** The lines for docs/load-test.md: the stamp, and the totals as a two-column table. */
+/** The lines for docs/load-test.md: the stamp, the totals as a two-column table, then the freshness figures. */
 export function loadtestMarkdown(report: LoadtestReport): string[] {
   const { result } = report;
   const statuses = Object.entries(result.statusCodes)
@@ -70,6 +75,7 @@ export function loadtestMarkdown(report: LoadtestReport): string[] {
       ],
       ['left', 'left'],
     ),
+    ...(report.freshness === undefined ? [] : ['', ...freshnessMarkdown(report.freshness)]),
   ];
 }
 
@@ -269,6 +275,8 @@ export function renderLoadtestHtml(report: LoadtestReport): string {
   table { border-collapse: collapse; font-size: 13px; }
   td, th { padding: 3px 10px 3px 0; text-align: left; vertical-align: top; }
   table.numbers td { text-align: right; }
+  h3 { font-size: 14px; margin-top: 18px; }
+  p.note { font-size: 13px; }
   figure { margin: 12px 0; }
 </style>
 </head>
@@ -289,6 +297,7 @@ ${barChart('statuses', 'Answers by status', bars)}
 <table class="numbers" id="per-second"><tr>${['t (s)', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'errors', 'hit ratio', 'upstream'].map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr>
 ${perSecond}
 </table></details>
+${report.freshness === undefined ? '' : freshnessHtml(report.freshness)}
 </body>
 </html>
 `;

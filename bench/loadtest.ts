@@ -11,15 +11,23 @@
  *   lb             node dist-bench/bench/balancer.js   (round robin; nginx in docker-compose)
  *   loadgen        bench/loadgen.ts, in this process: a line per second, then the totals
  *
+ * Then, unless LOADTEST_FRESHNESS_SECONDS is 0, the freshness phase on the same topology
+ * (bench/loadtest-freshness.ts): the sandbox live, readers through the balancer judged against its
+ * change log, with the replicas' TTLs alone and then with each change sent to proxy1's
+ * `/admin/cache/invalidate` (every replica runs with one ADMIN_TOKEN, drawn for the run).
+ *
  * It then writes the run's JSON and a self-contained HTML report (charts over time, statuses, the
- * topology) to LOADTEST_REPORT_DIR, and prints the Markdown lines for docs/load-test.md.
+ * topology, the freshness figures) to LOADTEST_REPORT_DIR, and prints the Markdown lines for
+ * docs/load-test.md.
  *
  * Settings: LOADTEST_REPLICAS (3, as docker-compose), LOADTEST_SECONDS (10), LOADTEST_CONNECTIONS
  * (32), LOADTEST_REDIS (single | cluster), LOADTEST_REPORT_DIR (loadtest-report), LOADTEST_WALKERS (0)
  * and LOADTEST_WALKER_THINK_MS (100): keyset walkers beside the readers, LOADTEST_CONFIG (the
- * replicas' config file, config/loadtest.yaml: another one to measure a setting). Everything it
- * started is stopped at the end, also on failure or Ctrl-C.
+ * replicas' config file, config/loadtest.yaml: another one to measure a setting),
+ * LOADTEST_FRESHNESS_SECONDS (20 a variant; 0: no freshness phase) and LOADTEST_FRESHNESS_RATE (200
+ * req/s). Everything it started is stopped at the end, also on failure or Ctrl-C.
  */
+import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { envChoice, envInt, envText } from './lib/env.js';
@@ -34,6 +42,7 @@ import {
   startSandbox,
 } from './lib/services.js';
 import { formatReport, runLoad } from './loadgen.js';
+import { freshnessPace, runLoadtestFreshness } from './loadtest-freshness.js';
 import { type LoadtestReport, loadtestMarkdown, writeLoadtestReport } from './loadtest-report.js';
 
 /** The key the replicas verify with and the load generator signs with (as in docker-compose.yml). */
@@ -51,7 +60,10 @@ async function main(): Promise<number> {
   const redisMode = envChoice('LOADTEST_REDIS', ['single', 'cluster']);
   const reportDir = envText('LOADTEST_REPORT_DIR') ?? LOADTEST_REPORT_DIR;
   const configFile = envText('LOADTEST_CONFIG') ?? LOADTEST_CONFIG_FILE;
+  const freshnessSettings = freshnessPace();
   requireBuild();
+  // One operator token for every replica: the freshness phase's purges and webhook need it.
+  const adminToken = randomBytes(24).toString('base64url');
 
   const redis: RedisTopology = redisMode === 'cluster' ? await startRedisClusterTopology() : await startRedisServer();
   const sandbox = await startSandbox({ secret: LOADTEST_SECRET });
@@ -67,6 +79,7 @@ async function main(): Promise<number> {
         stdout: 'pipe',
         // No measurement on a degraded start: every replica must have its Redis first.
         waitForRedis: true,
+        env: { ADMIN_TOKEN: adminToken },
       }),
     ),
   );
@@ -96,6 +109,21 @@ async function main(): Promise<number> {
     walkerThinkMs: envInt('LOADTEST_WALKER_THINK_MS', 100, 0, 60_000),
   });
   say(formatReport(result, seconds));
+  say();
+  const freshness =
+    freshnessSettings === undefined
+      ? undefined
+      : await runLoadtestFreshness(
+          {
+            balancerUrl,
+            adminUrls: proxies.map((p) => p.adminUrl),
+            sandboxUrl: sandbox.url,
+            secret: LOADTEST_SECRET,
+            adminToken,
+          },
+          freshnessSettings,
+          `${String(replicas)} ${replicas === 1 ? 'replica' : 'replicas'} sharing ${redis.mode === 'cluster' ? 'a Redis Cluster' : 'one Redis'}`,
+        );
 
   const date = new Date();
   const stampDetails = [
@@ -117,6 +145,7 @@ async function main(): Promise<number> {
       generator: GENERATOR,
     },
     result,
+    ...(freshness !== undefined && { freshness }),
   };
   const files = writeLoadtestReport(reportDir, report);
   say(`report: ${files.html}`);

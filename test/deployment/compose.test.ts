@@ -5,8 +5,9 @@
  * Cluster under another, with its env file); its build targets are stages of
  * the Dockerfile; its commands are files the build produces; the variables it sets are ones the
  * code reads; the balancer and the load generator name every replica on the ports the proxy
- * listens on; and it matches `npm run loadtest` (bench/loadtest.ts): the same config file,
- * secret and replica count.
+ * listens on; it matches `npm run loadtest` (bench/loadtest.ts): the same config file,
+ * secret and replica count; and its sandbox can run live, its changes sent to one replica with the
+ * replicas' admin token (the freshness phase, bench/loadtest-freshness.ts).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -26,7 +27,8 @@ interface Service {
   readonly ports?: readonly string[];
 }
 
-const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as { services: Record<string, Service> };
+const composeText = readFileSync('docker-compose.yml', 'utf8');
+const compose = parse(composeText) as { services: Record<string, Service> };
 const services = compose.services;
 const stages = [...readFileSync('Dockerfile', 'utf8').matchAll(/^FROM \S+ AS (\S+)$/gm)].map((m) => m[1]);
 const proxies = Object.keys(services).filter((name) => /^proxy\d+$/.test(name));
@@ -160,5 +162,22 @@ describe('docker-compose.yml', () => {
     expect(BUILT_IN_CONFIG.rateLimit.replicas).toBeGreaterThanOrEqual(1);
     // The file is one a replica accepts: the start's own loader, strict schema and all.
     expect(loadConfigFile(LOADTEST_CONFIG_FILE).rateLimit.perCredential.points).toBe(10_000_000);
+  });
+
+  it('can run the sandbox live, its changes sent to proxy1 with the replicas’ admin token; off unless asked', () => {
+    const env = services.sandbox?.environment ?? {};
+    // Empty unless set: the sandbox reads an empty setting as none (live mode off, no webhook).
+    expect(defaulted(env.SANDBOX_LIVE)).toBe('');
+    expect(defaulted(env.SANDBOX_LIVE_WEBHOOK)).toBe('');
+    for (const name of proxies) {
+      expect(services[name]?.environment?.ADMIN_TOKEN).toBe('${ADMIN_TOKEN:-}');
+      expect(env.SANDBOX_LIVE_WEBHOOK_TOKEN).toBe(services[name]?.environment?.ADMIN_TOKEN);
+    }
+    // The webhook the file offers is proxy1's admin port, the first the load generator is given.
+    const [first] = services.loadgen?.environment?.ADMIN_URLS?.split(',') ?? [];
+    expect(composeText).toContain(`SANDBOX_LIVE_WEBHOOK=${first ?? ''}/admin/cache/invalidate`);
+    // The freshness phase it names runs in the load generator's image.
+    const program = /node (dist-bench\/bench\/loadtest-freshness\.js)/.exec(composeText)?.[1] ?? '';
+    expect(existsSync(program.replace(/^dist-bench\//, '').replace(/\.js$/, '.ts'))).toBe(true);
   });
 });

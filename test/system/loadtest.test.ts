@@ -4,7 +4,8 @@
  * proxy replicas, the balancer — under a short load. It must finish with exit code 0, every
  * request answered, a line per second, figures that agree with each other (the replicas' upstream
  * calls are exactly what the sandbox served), the lines for docs/load-test.md, and a JSON and HTML
- * report whose charts a real browser draws.
+ * report whose charts a real browser draws. The run on one Redis has a short freshness phase too:
+ * both variants, every replica's answers judged, the webhook's changes all delivered.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -55,6 +56,7 @@ const singleRun = (): Promise<Run> =>
     LOADTEST_CONNECTIONS: '8',
     LOADTEST_WALKERS: '3',
     LOADTEST_WALKER_THINK_MS: '10',
+    LOADTEST_FRESHNESS_SECONDS: '2',
   }));
 
 describe('npm run loadtest', () => {
@@ -108,7 +110,20 @@ describe('npm run loadtest', () => {
     expect(report.topology.redis.mode).toBe('single');
     expect(report.topology.replicas).toHaveLength(2);
     expect(report.result.requests).toBe(result.requests);
-  });
+
+    // The freshness phase: each variant read through the balancer, each answer by the replica that gave it.
+    const runs = report.freshness?.runs ?? [];
+    expect(runs.map((run) => run.variant)).toEqual(['fixed', 'invalidated']);
+    for (const run of runs) {
+      expect(run.answers).toBeGreaterThan(0);
+      expect(Object.keys(run.byReplica)).toEqual(['proxy1', 'proxy2']);
+      for (const replica of Object.values(run.byReplica)) expect(replica.answers).toBeGreaterThan(0);
+    }
+    expect(runs[1]?.webhook?.dropped).toBe(0);
+    expect(report.freshness?.webhookReplica).toBe('proxy1');
+    expect(stdout).toMatch(/^\| invalidated \(webhook to proxy1\) \| [\d,]+ \| [\d.]+% \| /m);
+    expect(stdout).toMatch(/^\| proxy2 \| /m);
+  }, 45_000);
 
   it('writes an HTML report that Chromium draws: topology, latency, throughput, hit ratio, upstream calls, statuses, with nothing fetched', async () => {
     const { result, report, html } = await singleRun();
@@ -176,7 +191,7 @@ describe('npm run loadtest', () => {
     expect(seen.nodes).toBe(6);
     expect(seen.redisBox).toContain('Redis');
     expect(report.settings.redis).toBe('single');
-  });
+  }, 45_000);
 
   it('runs on a real Redis Cluster with LOADTEST_REDIS=cluster, and says so', async () => {
     const { stdout, result, report } = await loadtest({
@@ -184,6 +199,7 @@ describe('npm run loadtest', () => {
       LOADTEST_SECONDS: '1',
       LOADTEST_REPLICAS: '1',
       LOADTEST_CONNECTIONS: '4',
+      LOADTEST_FRESHNESS_SECONDS: '0',
     });
     expect(stdout).toMatch(
       /topology: redis Redis Cluster of 6 redis-server \S+ nodes \(3 masters, 3 replicas\) \(REDIS_CLUSTER_NODES=(127\.0\.0\.1:\d+,){5}127\.0\.0\.1:\d+\)/,
@@ -198,5 +214,6 @@ describe('npm run loadtest', () => {
     expect(result.sandboxServed).toBe(result.upstreamRequests);
     expect(report.topology.redis.mode).toBe('cluster');
     expect(report.topology.redis.nodes).toHaveLength(6);
+    expect(report.freshness).toBeUndefined();
   });
 });

@@ -1,10 +1,13 @@
 /**
  * The load test's HTML report and its lines for docs/load-test.md, from a made-up run: every second is a point of
  * every chart, seconds without a figure are gaps rather than zeros, whatever text the run carries
- * is escaped, and the page loads nothing from anywhere (the browser test draws a real run's).
+ * is escaped, and the page loads nothing from anywhere (the browser test draws a real run's); the
+ * freshness phase's figures, when it ran, are a table a variant and staleness by replica.
  */
 import { describe, expect, it } from 'vitest';
+import type { GroupFreshness } from '../../bench/lib/freshness-figures.js';
 import type { SecondSample } from '../../bench/loadgen.js';
+import type { LoadtestFreshness, LoadtestFreshnessRun } from '../../bench/loadtest-freshness.js';
 import { type LoadtestReport, loadtestMarkdown, renderLoadtestHtml } from '../../bench/loadtest-report.js';
 
 function second(at: number, hitRatio: number | undefined): SecondSample {
@@ -55,6 +58,40 @@ const report: LoadtestReport = {
   },
 };
 
+const group = (answers: number, stale: number, p99Ms: number): GroupFreshness => ({
+  answers,
+  stale,
+  p50Ms: 0,
+  p99Ms,
+  maxMs: p99Ms,
+});
+
+function freshnessRun(variant: LoadtestFreshnessRun['variant'], stale: number, p99Ms: number): LoadtestFreshnessRun {
+  return {
+    variant,
+    answers: 3000,
+    staleShare: stale / 3000,
+    p99Ms,
+    upstreamPerMinute: 600,
+    notModifiedPerMinute: 30,
+    upstreamKbPerMinute: 1200,
+    byResource: { receipts: group(1000, stale / 2, p99Ms), [HOSTILE]: group(2000, stale / 2, p99Ms) },
+    pageChangesPerMinute: 3900,
+    pages: 208,
+    staleByPath: {},
+    byReplica: { proxy1: group(1500, stale / 2, p99Ms), proxy2: group(1500, stale / 2, p99Ms) },
+    ...(variant === 'invalidated' && { webhook: { delivered: 1200, dropped: 0 } }),
+  };
+}
+
+const freshness: LoadtestFreshness = {
+  seconds: 20,
+  perSecond: 200,
+  replicas: 2,
+  webhookReplica: 'proxy1',
+  runs: [freshnessRun('fixed', 900, 18_000), freshnessRun('invalidated', 0, 600)],
+};
+
 describe('the load test report', () => {
   const html = renderLoadtestHtml(report);
 
@@ -85,5 +122,26 @@ describe('the load test report', () => {
     expect(lines).toContain('| requests | 6,000 (2,000 req/s) |');
     expect(lines).toContain('| statuses | 5,990 × 200, 10 × 502 |');
     expect(lines).toContain('| upstream requests | 15 (5.0/s); the sandbox served 15 |');
+  });
+
+  it('leaves the freshness section out when the phase did not run', () => {
+    expect(html).not.toContain('<h2>Freshness</h2>');
+    expect(loadtestMarkdown(report).join('\n')).not.toContain('Freshness');
+  });
+
+  it('adds the freshness figures: a row a variant, staleness by replica, and by resource in the page', () => {
+    const withFreshness: LoadtestReport = { ...report, freshness };
+    const lines = loadtestMarkdown(withFreshness);
+    expect(lines).toContain('| variant | answers | stale | staleness p99 | upstream req/min | 304s/min | KB/min |');
+    expect(lines).toContain('| fixed (TTLs alone) | 3,000 | 30.0% | 18.0 s | 600 | 30 | 1,200 |');
+    expect(lines).toContain('| invalidated (webhook to proxy1) | 3,000 | 0.0% | 0.6 s | 600 | 30 | 1,200 |');
+    expect(lines).toContain('| proxy1 (takes the webhook) | 1,500 | 30.0% | 18.0 s | 1,500 | 0.0% | 0.6 s |');
+    expect(lines).toContain('| proxy2 | 1,500 | 30.0% | 18.0 s | 1,500 | 0.0% | 0.6 s |');
+    expect(lines).toContain('The webhook: 1,200 changes delivered to proxy1, 0 dropped.');
+    const page = renderLoadtestHtml(withFreshness);
+    for (const id of ['freshness', 'freshness-replicas', 'freshness-resources'])
+      expect(page).toContain(`<table class="numbers" id="${id}">`);
+    expect(page).toContain('<th>receipts</th>');
+    expect(page).not.toContain('<script');
   });
 });
