@@ -4,20 +4,23 @@
  * misses never push the system of record over its own limit; with the bound stated for each way
  * Redis can fail, and kept through them (docs/architecture.md#the-upstream-budget).
  *
- * Slots come from the ledger of `src/limits/budget-mode.ts`'s mode: the shared one in Redis
- * (`src/limits/shared-ledger.ts`), none while cut off from it, or this replica's share of the
- * limits (`src/limits/slot-ledger.ts`) once every slot the shared one granted must be over. The
- * local ledger also counts every slot this replica holds from the shared one, so a share never
- * comes on top of them, and a rejoin registers them all in Redis.
+ * Two rooms, the mode (`src/limits/budget-mode.ts`) the seam between them: the conversation with
+ * the shared ledger in Redis (`src/limits/budget-conversation.ts`: heartbeat, epochs, registration,
+ * failures), and the supply of slots to the waiting requests from the ledger the mode names
+ * (`src/limits/slot-supply.ts`). The budget asks the conversation for the mode, and is told when
+ * an exchange has settled: it then tells whoever waits on the mode, and supplies slots again.
  *
  * Requests wait in a line of their own (`SlotWaiters`): one that gives up consumes nothing.
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
-import { BudgetContact, type BudgetMode } from './budget-mode.js';
-import { type RegisterCaller, type RegisterRole, type SharedAttempt, SharedLedger } from './shared-ledger.js';
-import { type BudgetLimits, SEND_BY_MS, SlotLedger, spacingMs } from './slot-ledger.js';
-import { type Slot, SlotWaiters, type SparePromotion } from './slot-waiters.js';
+import { BudgetConversation } from './budget-conversation.js';
+import type { BudgetMode } from './budget-mode.js';
+import { type BudgetLimits, SlotLedger, spacingMs } from './slot-ledger.js';
+import { SlotSupply } from './slot-supply.js';
+import { SlotWaiters, type SparePromotion } from './slot-waiters.js';
+
+export { HEARTBEAT_MS, HOLD_MARGIN_MS, REJOIN_MS } from './budget-conversation.js';
 
 export type BudgetResult<T> = { readonly kind: 'ran'; readonly value: T } | { readonly kind: 'refused' };
 
@@ -49,95 +52,69 @@ export interface UpstreamBudgetOptions extends BudgetLimits {
   readonly onRedisFailure?: (error: unknown) => void;
 }
 
-/** A slot counts in a ledger this much longer than the exchange's deadline (timers run late). */
-export const HOLD_MARGIN_MS = 2_000;
-/** How often each replica asks the shared ledger for its epoch, ms. */
-export const HEARTBEAT_MS = 250;
-/**
- * How long grants stay closed after a new epoch or a rejoin, ms: longer than a replica that can
- * reach Redis takes to hear of it and register its slots: a heartbeat (250 ms), a command's timeout
- * (250 ms), a reconnection attempt (at most 500 ms: src/platform/redis.ts) and, on a cluster, the
- * periodic refresh of the slot map that finds a promoted master (1 s).
- */
-export const REJOIN_MS = 2_000;
-/** How soon a request waiting for a slot released elsewhere asks the shared ledger again, ms. */
-const POLL_MS = 20;
-/** How often requests waiting while grants are closed ask whether they opened early, ms. */
-const CLOSED_POLL_MS = 50;
-/** Slots asked for in one call at most. */
-const MAX_BATCH = 16;
-
 const REFUSED = { kind: 'refused' } as const;
 
 export class UpstreamBudget {
   #limits: BudgetLimits;
   /** Company → slots per turn in the line (`upstream.companyWeights`); every other company 1. */
   #weights: Readonly<Record<string, number>>;
-  readonly #replicas: () => number;
   readonly #now: () => number;
-  readonly #own: SlotLedger;
-  readonly #shared: SharedLedger | undefined;
-  readonly #contact: BudgetContact;
   readonly #waiters: SlotWaiters;
-  /** This replica's slots that the shared ledger counts (granted there, or registered). */
-  readonly #inShared = new Set<string>();
-  readonly #onRedisFailure: ((error: unknown) => void) | undefined;
-  readonly #heartbeat: NodeJS.Timeout | undefined;
-  readonly #idPrefix = randomUUID().slice(0, 12);
-  #nextId = 0;
-  #asking = false;
-  #beating = false;
-  /** This replica's slots are being registered: none is taken from its share meanwhile. */
-  #registering = false;
-  #wake: { readonly at: number; readonly timer: NodeJS.Timeout } | undefined;
-  /** When this replica last asked the shared ledger while its grants were closed. */
-  #lastClosedAsk = Number.NEGATIVE_INFINITY;
-  #closed = false;
+  /** None without Redis: slots then come from this replica's share alone. */
+  readonly #conversation: BudgetConversation | undefined;
+  readonly #supply: SlotSupply;
   readonly #modeListeners = new Set<() => void>();
 
   constructor(options: UpstreamBudgetOptions) {
     this.#limits = { maxConcurrent: options.maxConcurrent, maxPerSecond: options.maxPerSecond };
-    this.#replicas = () => Math.max(1, options.liveReplicas?.() ?? options.replicas);
-    this.#now = options.now ?? Date.now;
+    const replicas = (): number => Math.max(1, options.liveReplicas?.() ?? options.replicas);
+    const now = options.now ?? Date.now;
+    this.#now = now;
+    this.#weights = options.companyWeights ?? {};
     // A prefetch may take a slot paced one spacing ahead: two fetches that start together are
     // spaced by the rate, and the second is no less a slot to spare (docs/cache.md#prefetch).
-    this.#weights = options.companyWeights ?? {};
     this.#waiters = new SlotWaiters(
-      this.#now,
+      now,
       () => spacingMs(this.#limits),
       (company) => this.#weights[company] ?? 1,
     );
-    const holdMs = options.holdMs + HOLD_MARGIN_MS;
     // This replica's own slots count until they are released: it knows when its exchanges end.
-    this.#own = new SlotLedger(Number.POSITIVE_INFINITY);
-    this.#onRedisFailure = options.onRedisFailure;
-    const redis = options.redis;
-    // Past this, every slot the shared ledger granted before it stopped answering is over: its
-    // exchange ended by its deadline, and its hold expired. The last answer came at most a
-    // heartbeat and a command before the ledger stopped answering anyone.
-    const fallbackAfterMs =
-      (options.cutOff ?? 'share') === 'share' ? 0 : holdMs + HEARTBEAT_MS + (redis?.commandTimeoutMs ?? 0);
-    this.#contact = new BudgetContact(fallbackAfterMs, this.#now());
-    if (redis === undefined) {
-      this.#shared = undefined;
-      this.#heartbeat = undefined;
-      return;
-    }
-    this.#shared = new SharedLedger({
-      client: redis.client,
-      prefix: redis.prefix,
-      holdMs,
-      rejoinMs: REJOIN_MS,
-      newEpoch: () => randomUUID(),
+    const own = new SlotLedger(Number.POSITIVE_INFINITY);
+    // This replica's id in the shared ledger, and the prefix of its slots' ids there.
+    const id = randomUUID().slice(0, 12);
+    // Told once an exchange with the shared ledger has settled or a planned wake comes: never
+    // before this constructor has returned (the first heartbeat's answer comes later).
+    const changed = (): void => this.#changed();
+    this.#conversation =
+      options.redis &&
+      new BudgetConversation({
+        redis: options.redis,
+        deadlineMs: options.holdMs,
+        cutOff: options.cutOff ?? 'share',
+        id,
+        replicas,
+        now,
+        holds: (at) => own.holds(at),
+        changed,
+        onRedisFailure: options.onRedisFailure,
+      });
+    const limits = (): BudgetLimits => this.#limits;
+    const share = (): BudgetLimits => shareOf(this.#limits, replicas());
+    this.#supply = new SlotSupply({
+      own,
+      waiters: this.#waiters,
+      conversation: this.#conversation,
+      id,
+      limits,
+      share,
+      now,
+      changed,
     });
-    this.#heartbeat = setInterval(() => void this.#beat(), HEARTBEAT_MS);
-    this.#heartbeat.unref();
-    void this.#beat();
   }
 
   /** Where slots come from now. */
   mode(): BudgetMode {
-    return this.#shared === undefined ? 'local' : this.#contact.mode(this.#now());
+    return this.#supply.mode();
   }
 
   /**
@@ -148,9 +125,9 @@ export class UpstreamBudget {
     const deadline = this.#now() + maxWaitMs;
     for (;;) {
       const left = deadline - this.#now();
-      if (this.#closed || left <= 0) return REFUSED;
+      if (this.#supply.closed || left <= 0) return REFUSED;
       const waiting = this.#waiters.wait(left, company);
-      this.#pump();
+      this.#supply.pump();
       const slot = await waiting;
       if (slot === undefined) return REFUSED;
       const early = slot.startAt - this.#now();
@@ -158,13 +135,13 @@ export class UpstreamBudget {
       // Started later than its start was due and the allowance: the rate would not hold at the
       // upstream. The slot goes back unused (its start stays counted), and the request waits again.
       if (this.#now() > slot.startBy) {
-        this.#release(slot);
+        this.#supply.release(slot);
         continue;
       }
       try {
         return { kind: 'ran', value: await job() };
       } finally {
-        this.#release(slot);
+        this.#supply.release(slot);
       }
     }
   }
@@ -181,7 +158,7 @@ export class UpstreamBudget {
     promotion?: SparePromotion,
     company = '',
   ): Promise<BudgetResult<T>> {
-    if (this.#closed || this.#waiters.requests > 0) return REFUSED;
+    if (this.#supply.closed || this.#waiters.requests > 0) return REFUSED;
     const waiting = this.#waiters.waitSpare(
       maxWaitMs,
       promotion && {
@@ -190,12 +167,12 @@ export class UpstreamBudget {
         whenPromoted: (promote) =>
           promotion.whenPromoted(() => {
             promote();
-            this.#pump();
+            this.#supply.pump();
           }),
       },
       company,
     );
-    this.#pump();
+    this.#supply.pump();
     const slot = await waiting;
     if (slot === undefined) return REFUSED;
     const early = slot.startAt - this.#now();
@@ -203,7 +180,7 @@ export class UpstreamBudget {
     try {
       return { kind: 'ran', value: await job() };
     } finally {
-      this.#release(slot);
+      this.#supply.release(slot);
     }
   }
 
@@ -220,7 +197,7 @@ export class UpstreamBudget {
   /** New limits (a reloaded config), for this replica's calls from now on. */
   apply(settings: BudgetLimits): void {
     this.#limits = { maxConcurrent: settings.maxConcurrent, maxPerSecond: settings.maxPerSecond };
-    this.#pump();
+    this.#supply.pump();
   }
 
   /**
@@ -228,7 +205,7 @@ export class UpstreamBudget {
    * without Redis). A start waits for it before it takes requests.
    */
   whenShared(maxWaitMs: number): Promise<boolean> {
-    if (this.#shared === undefined) return Promise.resolve(false);
+    if (this.#conversation === undefined) return Promise.resolve(false);
     return this.whenMode('shared', maxWaitMs);
   }
 
@@ -237,7 +214,7 @@ export class UpstreamBudget {
     return new Promise<boolean>((resolve) => {
       const check = (): void => {
         if (this.mode() === mode) done(true);
-        else if (mode === 'shared' && this.mode() === 'closed') this.#wakeAt(this.#contact.openAt);
+        else if (mode === 'shared' && this.mode() === 'closed') this.#supply.wakeAtOpening();
       };
       const done = (reached: boolean): void => {
         clearTimeout(timer);
@@ -252,254 +229,24 @@ export class UpstreamBudget {
   }
 
   close(): void {
-    this.#closed = true;
-    if (this.#heartbeat !== undefined) clearInterval(this.#heartbeat);
-    if (this.#wake !== undefined) clearTimeout(this.#wake.timer);
+    this.#supply.close();
+    this.#conversation?.close();
     this.#waiters.refuseAll();
   }
 
-  #share(): BudgetLimits {
-    const replicas = this.#replicas();
-    return {
-      maxConcurrent: Math.max(1, Math.floor(this.#limits.maxConcurrent / replicas)),
-      maxPerSecond: Math.max(1, Math.floor(this.#limits.maxPerSecond / replicas)),
-    };
-  }
-
-  /** This replica as the shared ledger's quorum knows it (src/limits/shared-ledger.ts). */
-  #caller(role: RegisterRole): RegisterCaller {
-    return {
-      id: this.#idPrefix,
-      role,
-      epoch: this.#contact.epoch,
-      expectedReplicas: this.#replicas(),
-    };
-  }
-
-  #ids(count: number): string[] {
-    return Array.from({ length: Math.min(count, MAX_BATCH) }, () => `${this.#idPrefix}:${String(this.#nextId++)}`);
-  }
-
-  /** Hands slots to the waiting requests from the ledger the mode names, or plans when to try. */
-  #pump(): void {
-    if (this.#closed || this.#waiters.size === 0) return;
-    const now = this.#now();
-    const mode = this.mode();
-    if (mode === 'local') return this.#grantLocally(now);
-    if (mode === 'rejoining') return void this.#grantRejoining(now);
-    if (mode === 'cut-off') return this.#wakeAt(this.#contact.fallbackAt);
-    // Closed: grants open at `openAt`, or sooner once every replica has registered (the ledger's
-    // quorum), which asking tells.
-    if (mode === 'closed') return this.#pollClosed(now);
-    void this.#askShared();
-  }
-
-  #grantLocally(now: number): void {
-    // A slot taken while this replica's slots are being registered would miss the registration,
-    // and the ledger, once its quorum opens grants, would not count it: the answer pumps again.
-    if (this.#registering) return;
-    const ids = this.#ids(this.#waiters.size);
-    const result = this.#own.grant(now, ids, this.#share());
-    if (result.kind === 'full') {
-      if (result.retryInMs !== undefined) this.#wakeAt(now + result.retryInMs);
-      return; // else a release pumps again
-    }
-    if (this.#shared !== undefined) this.#contact.tookShare();
-    for (const [i, startsIn] of result.startsInMs.entries()) this.#hand(ids[i] ?? '', now + startsIn, now + startsIn);
-  }
-
-  /**
-   * Rejoining: a slot from this replica's share, registered in the shared ledger before it is
-   * used, so that the ledger counts it once grants open for everyone. Once they are open (the
-   * quorum can open them before this replica hears of it), the ledger registers nothing: the slot
-   * goes back unused, and the request asks the ledger like any other.
-   */
-  async #grantRejoining(now: number): Promise<void> {
-    const shared = this.#shared;
-    if (shared === undefined || this.#asking) return;
-    const ids = this.#ids(this.#waiters.size);
-    const result = this.#own.grant(now, ids, this.#share());
-    if (result.kind === 'full') {
-      if (result.retryInMs !== undefined) this.#wakeAt(now + result.retryInMs);
-      return; // else a release pumps again
-    }
-    const granted = result.startsInMs.map((startsIn, i) => ({ id: ids[i] ?? '', startsIn }));
-    this.#asking = true;
-    await this.#talk(
-      async () => {
-        let registered = false;
-        try {
-          const view = await shared.register(
-            granted.map(({ id, startsIn }) => ({ id, ageMs: -startsIn })),
-            false,
-            this.#caller('share'),
-          );
-          this.#contact.answered(this.#now(), view.openInMs);
-          registered = view.registered;
-        } finally {
-          // Never used unless registered.
-          if (!registered) for (const { id } of granted) this.#own.release(id);
-        }
-        if (!registered) return;
-        for (const { id, startsIn } of granted) {
-          this.#inShared.add(id);
-          this.#hand(id, now + startsIn, now + startsIn);
-        }
-      },
-      () => {
-        this.#asking = false;
-      },
-    );
-  }
-
-  /** Requests wait while grants are closed: asks again every `CLOSED_POLL_MS`, for an early opening. */
-  #pollClosed(now: number): void {
-    if (this.#asking) return;
-    if (this.#lastClosedAsk + CLOSED_POLL_MS <= now) {
-      this.#lastClosedAsk = now;
-      void this.#askShared();
-      return;
-    }
-    this.#wakeAt(Math.min(this.#contact.openAt, this.#lastClosedAsk + CLOSED_POLL_MS));
-  }
-
-  /**
-   * Gives a granted slot to the longest waiting request (or back, when nobody waits). Its start
-   * is due between `dueFrom` and `dueTo` on this clock (a shared grant's, somewhere within the
-   * call's round trip): it starts no earlier than the one, and is sent no later than `SEND_BY_MS`
-   * after the other (src/limits/slot-ledger.ts).
-   */
-  #hand(id: string, dueFrom: number, dueTo: number): void {
-    const slot = { id, startAt: dueTo, startBy: dueFrom + SEND_BY_MS };
-    if (!this.#waiters.hand(slot)) this.#release(slot);
-  }
-
-  async #askShared(): Promise<void> {
-    const shared = this.#shared;
-    if (shared === undefined || this.#asking) return;
-    this.#asking = true;
-    const ids = this.#ids(this.#waiters.size);
-    const askedAt = this.#now();
-    await this.#talk(
-      async () => this.#answered(await shared.acquire(this.#contact.epoch, ids, this.#limits), ids, askedAt),
-      () => {
-        this.#asking = false;
-      },
-    );
-  }
-
-  /** The shared ledger's answer to `ids`, asked for at `askedAt`. */
-  async #answered(attempt: SharedAttempt, ids: readonly string[], askedAt: number): Promise<void> {
-    const now = this.#now();
-    this.#contact.answered(now, attempt.openInMs);
-    switch (attempt.kind) {
-      case 'granted':
-        for (const [i, startsIn] of attempt.startsInMs.entries()) {
-          const id = ids[i] ?? '';
-          this.#own.record(id, now + startsIn, now);
-          this.#inShared.add(id);
-          this.#hand(id, askedAt + startsIn, now + startsIn);
-        }
-        return;
-      case 'full':
-        return this.#wakeAt(now + (attempt.retryInMs ?? POLL_MS));
-      case 'closed':
-        return this.#wakeAt(Math.min(this.#contact.openAt, now + CLOSED_POLL_MS));
-      case 'epoch':
-        return this.#register(false);
-    }
-  }
-
-  /**
-   * One exchange with the shared ledger: a failure is this replica's news that it is cut off; the
-   * mode is told to whoever waits on it, and the waiting requests are served from where it says.
-   */
-  async #talk(exchange: () => Promise<void>, settled: () => void): Promise<void> {
-    try {
-      await exchange();
-    } catch (error) {
-      this.#failed(error);
-    } finally {
-      settled();
-    }
-    this.#notifyMode();
-    this.#pump();
-  }
-
-  /**
-   * Registers every slot this replica holds in the shared ledger's current epoch; no slot is taken
-   * from its share meanwhile (`#grantLocally`). Called once the ledger has just answered, so the
-   * pause is a round trip.
-   */
-  async #register(close: boolean): Promise<void> {
-    const shared = this.#shared;
-    if (shared === undefined) return;
-    const now = this.#now();
-    const holds = this.#own.holds(now);
-    this.#registering = true;
-    try {
-      const view = await shared.register(holds, close, this.#caller('register'));
-      this.#contact.answered(this.#now(), view.openInMs);
-      for (const { id } of holds) this.#inShared.add(id);
-      this.#contact.registered(view.epoch, close);
-    } finally {
-      this.#registering = false;
-    }
-  }
-
-  /** The heartbeat: the epoch read (a new one, or a rejoin, registers this replica's slots). */
-  async #beat(): Promise<void> {
-    const shared = this.#shared;
-    if (shared === undefined || this.#beating || this.#closed) return;
-    this.#beating = true;
-    await this.#talk(
-      async () => {
-        // On its share: a probe first, so that no slot waits on a rejoin Redis cannot answer.
-        const rejoining = this.#contact.rejoining;
-        const view = await shared.register([], false, this.#caller(rejoining ? 'probe' : 'beat'));
-        this.#contact.answered(this.#now(), view.openInMs);
-        if (rejoining) await this.#register(true);
-        else if (view.epoch !== this.#contact.epoch) await this.#register(false);
-      },
-      () => {
-        this.#beating = false;
-      },
-    );
-  }
-
-  #failed(error: unknown): void {
-    this.#contact.failed();
-    this.#onRedisFailure?.(error);
-  }
-
-  #release(slot: Slot): void {
-    this.#own.release(slot.id);
-    if (this.#inShared.delete(slot.id)) {
-      this.#shared?.release([slot.id]).catch((error: unknown) => this.#failed(error)); // it expires anyway
-    }
-    this.#pump();
-  }
-
-  /** Pumps again at `at` (this replica's clock), unless an earlier wake is planned. */
-  #wakeAt(at: number): void {
-    if (this.#closed) return;
-    if (this.#wake !== undefined && this.#wake.at <= at) return;
-    if (this.#wake !== undefined) clearTimeout(this.#wake.timer);
-    const timer = setTimeout(
-      () => {
-        this.#wake = undefined;
-        this.#notifyMode();
-        this.#pump();
-      },
-      Math.max(0, at - this.#now()),
-    );
-    timer.unref();
-    this.#wake = { at, timer };
-  }
-
-  #notifyMode(): void {
+  /** The mode may have changed: whoever waits on it is told, and slots are supplied again. */
+  #changed(): void {
     for (const listener of [...this.#modeListeners]) listener();
+    this.#supply.pump();
   }
+}
+
+/** One replica's share of `limits`, of `replicas` (at least one slot, and one start a second). */
+function shareOf(limits: BudgetLimits, replicas: number): BudgetLimits {
+  return {
+    maxConcurrent: Math.max(1, Math.floor(limits.maxConcurrent / replicas)),
+    maxPerSecond: Math.max(1, Math.floor(limits.maxPerSecond / replicas)),
+  };
 }
 
 export function createUpstreamBudget(options: UpstreamBudgetOptions): UpstreamBudget {
