@@ -1,15 +1,26 @@
 /**
- * The freshness phase alone (`npm run bench:freshness`): each variant of bench/phases/freshness.ts
- * in turn, for tuning lifetimes and invalidations without the whole bench. The figures of record
- * come from `npm run bench`.
+ * The freshness phase alone (`npm run bench:freshness [-- mixed|pages]`): each run of
+ * bench/phases/freshness.ts in turn (or those of one workload), for tuning lifetimes and
+ * invalidations without the whole bench. The figures of record come from `npm run bench`.
  */
 
 import { say } from './lib/format.js';
-import { type FreshnessVariant, freshnessSettings, runFreshness } from './phases/freshness.js';
+import { type FreshnessVariant, type FreshnessWorkload, freshnessSettings, runFreshness } from './phases/freshness.js';
 
-const VARIANTS: readonly FreshnessVariant[] = ['fixed', 'invalidated'];
+export const FRESHNESS_RUNS: ReadonlyArray<readonly [FreshnessVariant, FreshnessWorkload]> = [
+  ['fixed', 'mixed'],
+  ['invalidated', 'mixed'],
+  ['fixed', 'pages'],
+  ['auto', 'pages'],
+];
 
-for (const variant of VARIANTS) {
-  await runFreshness(freshnessSettings(), [], variant);
+const only = process.argv[2];
+if (only !== undefined && only !== 'mixed' && only !== 'pages') {
+  process.stderr.write('usage: npm run bench:freshness [-- mixed|pages]\n');
+  process.exit(2);
+}
+for (const [variant, workload] of FRESHNESS_RUNS) {
+  if (only !== undefined && workload !== only) continue;
+  await runFreshness(freshnessSettings(), [], variant, workload);
   say();
 }

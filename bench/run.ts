@@ -61,7 +61,15 @@ import { runAllocation } from './phases/allocation.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
 import type { BenchContext, Page } from './phases/context.js';
-import { freshnessSettings, INVALIDATED_P99_MS, INVALIDATED_STALE_SHARE, runFreshness } from './phases/freshness.js';
+import {
+  AUTO_P99_RATIO,
+  AUTO_STALE_RATIO,
+  type FreshnessFigures,
+  freshnessSettings,
+  INVALIDATED_P99_MS,
+  INVALIDATED_STALE_SHARE,
+  runFreshness,
+} from './phases/freshness.js';
 import { runHalfLoad } from './phases/half-load.js';
 import { type HitTarget, runHitPhase, type ServerName } from './phases/hits.js';
 import {
@@ -75,7 +83,7 @@ import { ONE_POINT, runRateLimited, TARGET_US_PER_429 } from './phases/rate-limi
 import { runResume } from './phases/resume.js';
 import { runStoredBytes, TARGET_STORED_RATIO } from './phases/stored-bytes.js';
 import { brBodies, warmPages } from './phases/warm.js';
-import { BUSY_SERVER_CPU_PCT, benchMarkdown, type TargetFigures, verdicts } from './report.js';
+import { BUSY_SERVER_CPU_PCT, benchMarkdown, type TargetFigures, type Verdict, verdicts } from './report.js';
 
 /**
  * What the hit rounds measure, one line per target: a server and the headers its requests carry
@@ -341,6 +349,10 @@ async function bench(): Promise<number> {
   say();
   const invalidated = await runFreshness(freshnessSettings(), nodeFlags, 'invalidated');
   say();
+  const pagesFixed = await runFreshness(freshnessSettings(), nodeFlags, 'fixed', 'pages');
+  say();
+  const pagesAuto = await runFreshness(freshnessSettings(), nodeFlags, 'auto', 'pages');
+  say();
   const crowd = await runManyCredentials(manyCredentialsSettings());
   say();
 
@@ -425,6 +437,7 @@ async function bench(): Promise<number> {
       invalidated.upstreamPerMinute <=
         invalidated.pageChangesPerMinute + (invalidated.pages * 60) / freshnessSettings().seconds,
   });
+  list.push(autoVerdict(pagesFixed, pagesAuto));
   list.push({
     target: `many credentials: no batch over ${String(TARGET_BATCH_RATIO)}× the median, RSS < ${String(TARGET_RSS_MB)} MB`,
     figure: `${crowd.slowestRatio.toFixed(2)}×, ${Math.round(crowd.rssMb)} MB`,
@@ -532,3 +545,20 @@ function round(n: number, digits: number): number {
 }
 
 runProgram('bench', bench);
+
+/**
+ * Automatic lifetimes against the shipped TTLs on the `pages` workload: at most half the stale
+ * answers for no more upstream requests, or as few for at most half the requests; and a staleness
+ * p99 at most half the fixed TTLs'.
+ */
+function autoVerdict(fixed: FreshnessFigures, auto: FreshnessFigures): Verdict {
+  const stale = auto.staleShare / fixed.staleShare;
+  const requests = auto.upstreamPerMinute / fixed.upstreamPerMinute;
+  const p99 = auto.p99Ms / fixed.p99Ms;
+  const trade = (stale <= AUTO_STALE_RATIO && requests <= 1) || (stale <= 1 && requests <= AUTO_STALE_RATIO);
+  return {
+    target: `automatic lifetimes (pages workload): stale ≤ ${fmt(AUTO_STALE_RATIO)}× fixed at ≤ its requests, or ≤ its stale at ≤ ${fmt(AUTO_STALE_RATIO)}× the requests; p99 ≤ ${fmt(AUTO_P99_RATIO)}×`,
+    figure: `${fmt(auto.staleShare * 100, 1)}% vs ${fmt(fixed.staleShare * 100, 1)}% stale (${fmt(stale)}×), p99 ${fmt(auto.p99Ms / 1000, 1)} vs ${fmt(fixed.p99Ms / 1000, 1)} s (${fmt(p99)}×), ${fmtInt(auto.upstreamPerMinute)} vs ${fmtInt(fixed.upstreamPerMinute)} upstream requests/min (${fmt(requests)}×)`,
+    pass: trade && p99 <= AUTO_P99_RATIO,
+  };
+}

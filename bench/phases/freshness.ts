@@ -12,11 +12,14 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { join } from 'node:path';
+import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
+import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 import { envInt } from '../lib/env.js';
 import { fmtInt, say } from '../lib/format.js';
 import { type FreshnessFigures, figureLines, judge, scoreAnswers } from '../lib/freshness-figures.js';
 import { prepareReaders, readOpenLoop, sandboxFeed, webhookCounts } from '../lib/freshness-run.js';
 import { sandboxControl } from '../lib/http.js';
+import { pageWorkloadRules } from '../lib/page-workload.js';
 import { CLIENT_CPU, SERVER_CPU, scratchDir, stop } from '../lib/processes.js';
 import { startProxy, startSandbox } from '../lib/services.js';
 
@@ -25,10 +28,34 @@ export type { FreshnessFigures } from '../lib/freshness-figures.js';
 export interface FreshnessSettings {
   readonly seconds: number;
   readonly perSecond: number;
+  /**
+   * Seconds the `pages` workload is read before it is measured: lifetimes learnt from refreshes
+   * (and a fixed TTL's refreshes) reach their steady state, which a cold start would not show.
+   */
+  readonly warmupSeconds: number;
+  /** The `auto` run's ceiling on early refreshes, a second (`cache.autoTtl.maxRefreshesPerSecond`). */
+  readonly autoCeiling: number;
 }
 
-/** How the proxy learns of changes in a run: its TTLs alone, or the sandbox's webhook too. */
-export type FreshnessVariant = 'fixed' | 'invalidated';
+/**
+ * How the proxy learns of changes in a run: its shipped TTLs alone (`fixed`), the sandbox's
+ * webhook too (`invalidated`), or each page's own lifetime (`auto`: every resource with `autoTtl`,
+ * docs/cache.md#automatic-lifetimes).
+ */
+export type FreshnessVariant = 'fixed' | 'invalidated' | 'auto';
+
+/**
+ * What changes: `mixed`, the sandbox's preset (records: 5% every 3 s, 20% every minute), or
+ * `pages` (bench/lib/page-workload.ts: 5% of the pages read every 3 s, 20% every minute).
+ */
+export type FreshnessWorkload = 'mixed' | 'pages';
+
+/** The automatic lifetimes the `auto` variant gives every resource, seconds. */
+export const AUTO_TTL = { min: 1, max: 300 } as const;
+
+/** The auto run's targets, against the fixed run on the same workload. */
+export const AUTO_STALE_RATIO = 0.5;
+export const AUTO_P99_RATIO = 0.5;
 
 /** The invalidated run's targets: stale answers and staleness p99 at most these. */
 export const INVALIDATED_STALE_SHARE = 0.01;
@@ -38,15 +65,30 @@ export function freshnessSettings(): FreshnessSettings {
   return {
     seconds: envInt('BENCH_FRESHNESS_SECONDS', 40, 5, 3600),
     perSecond: envInt('BENCH_FRESHNESS_RATE', 200, 1, 5000),
+    warmupSeconds: envInt('BENCH_FRESHNESS_WARMUP_SECONDS', 60, 0, 3600),
+    autoCeiling: envInt(
+      'BENCH_FRESHNESS_AUTO_CEILING',
+      BUILT_IN_CONFIG.cache.autoTtl.maxRefreshesPerSecond,
+      0,
+      100_000,
+    ),
   };
 }
 
-/** The shipped cache policies (config/default.yaml), nothing ever refused. */
-function writeConfig(dir: string): string {
+/** The shipped cache policies (config/default.yaml), or with automatic lifetimes; nothing ever refused. */
+function writeConfig(dir: string, variant: FreshnessVariant, settings: FreshnessSettings): string {
   const file = join(dir, 'freshness.yaml');
+  const shipped = BUILT_IN_CONFIG.cache.resources;
+  const auto = RESOURCE_NAMES.map((name) => {
+    const ttl = shipped[name]?.ttl;
+    return `    ${name}: { ${ttl === undefined ? '' : `ttl: ${String(ttl)}, `}autoTtl: { min: ${String(AUTO_TTL.min)}, max: ${String(AUTO_TTL.max)} } }`;
+  });
   writeFileSync(
     file,
     [
+      ...(variant === 'auto'
+        ? ['cache:', `  autoTtl: { maxRefreshesPerSecond: ${String(settings.autoCeiling)} }`, '  resources:', ...auto]
+        : []),
       'rateLimit:',
       '  perCredential: { points: 10000000, duration: 60 }',
       '  perCompany: { points: 10000000, duration: 60 }',
@@ -60,6 +102,7 @@ export async function runFreshness(
   settings: FreshnessSettings,
   nodeFlags: readonly string[],
   variant: FreshnessVariant,
+  workload: FreshnessWorkload = 'mixed',
 ): Promise<FreshnessFigures> {
   const dir = scratchDir('slab-freshness-');
   const secret = randomBytes(48).toString('base64url');
@@ -69,7 +112,7 @@ export async function runFreshness(
     name: `proxy (freshness, ${variant})`,
     upstreamUrl: sandbox.url,
     secret,
-    configFile: writeConfig(dir),
+    configFile: writeConfig(dir, variant, settings),
     logLevel: 'info',
     cpu: SERVER_CPU,
     nodeFlags,
@@ -79,10 +122,11 @@ export async function runFreshness(
   try {
     const readers = await prepareReaders(agent, sandbox.url, secret);
     const webhook = { url: `${proxy.adminUrl}/admin/cache/invalidate`, token: adminToken };
-    await sandboxControl(sandbox.url, 'PUT', 'live', {
-      preset: 'mixed',
-      ...(variant === 'invalidated' && { webhook }),
-    });
+    const changes =
+      workload === 'mixed' ? { preset: 'mixed' } : { rules: await pageWorkloadRules(agent, sandbox.url, readers) };
+    await sandboxControl(sandbox.url, 'PUT', 'live', { ...changes, ...(variant === 'invalidated' && { webhook }) });
+    if (workload === 'pages' && settings.warmupSeconds > 0)
+      await readOpenLoop([agent], proxy.url, readers, { ...settings, seconds: settings.warmupSeconds });
     const before = await sandboxControl(sandbox.url, 'GET', 'stats');
     const startedAt = Date.now();
     const answers = await readOpenLoop([agent], proxy.url, readers, settings);
@@ -97,7 +141,7 @@ export async function runFreshness(
       before,
       after,
     });
-    report(figures, settings, variant);
+    report(figures, settings, variant, workload);
     if (variant === 'invalidated') {
       const counts = await webhookCounts(sandbox.url);
       say(`  webhook: ${fmtInt(counts.delivered)} changes delivered, ${fmtInt(counts.dropped)} dropped`);
@@ -110,11 +154,24 @@ export async function runFreshness(
   }
 }
 
-function report(figures: FreshnessFigures, settings: FreshnessSettings, variant: FreshnessVariant): void {
-  const how =
-    variant === 'fixed' ? 'the shipped TTLs' : 'the shipped TTLs and each change sent to /admin/cache/invalidate';
+const HOW: Readonly<Record<FreshnessVariant, string>> = {
+  fixed: 'the shipped TTLs',
+  invalidated: 'the shipped TTLs and each change sent to /admin/cache/invalidate',
+  auto: `automatic lifetimes (${String(AUTO_TTL.min)}-${String(AUTO_TTL.max)} s)`,
+};
+const WHAT: Readonly<Record<FreshnessWorkload, string>> = {
+  mixed: 'mixed: 5% of records change every 3 s, 20% every minute',
+  pages: 'pages: 5% of the pages read change every 3 s, 20% every minute, the rest never',
+};
+
+function report(
+  figures: FreshnessFigures,
+  settings: FreshnessSettings,
+  variant: FreshnessVariant,
+  workload: FreshnessWorkload,
+): void {
   say(
-    `freshness (${variant}): the live sandbox (mixed: 5% of records change every 3 s, 20% every minute), ${how}, ${String(settings.perSecond)} req/s Zipf over ${String(figures.pages)} pages of 4 companies, ${String(settings.seconds)} s`,
+    `freshness (${variant}, ${workload}): the live sandbox (${WHAT[workload]}), ${HOW[variant]}${variant === 'auto' ? ` under a ceiling of ${String(settings.autoCeiling)} early refreshes a second` : ''}, ${String(settings.perSecond)} req/s Zipf over ${String(figures.pages)} pages of 4 companies, ${String(settings.seconds)} s${workload === 'pages' && settings.warmupSeconds > 0 ? ` after ${String(settings.warmupSeconds)} s read unmeasured` : ''}`,
   );
   for (const line of figureLines(figures)) say(line);
 }

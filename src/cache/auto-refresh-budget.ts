@@ -1,8 +1,10 @@
 /**
  * The ceiling on what automatic lifetimes may cost the upstream (docs/cache.md#automatic-lifetimes):
- * a page of an `autoTtl` resource is refreshed before its `max` only with a token from this
- * bucket; without one it serves on, fresh until its `max` as under a fixed TTL of `max`. So auto
- * lifetimes cost the upstream at most what `ttl: max` would, plus this many refreshes a second.
+ * a page of an `autoTtl` resource gets a lifetime shorter than its policy's `ttl` only with a token
+ * from this bucket; without one it lives `ttl`, as under the fixed TTL. So auto lifetimes cost the
+ * upstream at most what the fixed `ttl` would, plus this many refreshes a second. The tokens go to
+ * the pages refreshed first, which under a Zipf of reads are the pages read most: where a short
+ * lifetime spares the most answers from being stale.
  *
  * The rate is the replica's ceiling, or its share of the fleet's (the fleet's over the replicas
  * counted live, src/platform/replica-count.ts), whichever is lower; the bucket holds a second's worth.

@@ -392,9 +392,9 @@ export class Filler {
 
   /**
    * A page's own lifetime under a policy with automatic lifetimes (auto-lifetime.ts), ms; none
-   * otherwise, and none for a 404. A lifetime shorter than `max` takes a token of the ceiling
-   * (auto-refresh-budget.ts): without one the page lives `max`, so automatic lifetimes cost the
-   * upstream no more than the ceiling allows beyond what a fixed `max` would.
+   * otherwise, and none for a 404. A lifetime shorter than the policy's `ttl` takes a token of the
+   * ceiling (auto-refresh-budget.ts): without one the page lives `ttl`, so automatic lifetimes cost
+   * the upstream no more than the fixed `ttl` would, plus the ceiling's refreshes a second.
    */
   #lifetime(
     status: number,
@@ -404,9 +404,9 @@ export class Filler {
   ): number | undefined {
     const bounds = policy.autoTtl;
     if (bounds === undefined || status !== 200) return undefined;
-    const lifetime = nextLifetime(evidence, lastModified, this.#options.now(), policy.ttl * 1000, bounds);
-    const early = lifetime < bounds.max * 1000;
-    return !early || this.#options.autoBudget?.take() !== false ? lifetime : bounds.max * 1000;
+    const ttlMs = policy.ttl * 1000;
+    const lifetime = nextLifetime(evidence, lastModified, this.#options.now(), ttlMs, bounds);
+    return lifetime >= ttlMs || this.#options.autoBudget?.take() !== false ? lifetime : ttlMs;
   }
 
   #observe(

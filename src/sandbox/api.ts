@@ -28,14 +28,24 @@ export type TokenChecker = (token: string) => Promise<Credential | undefined>;
  * never started: the validators then date a page from when its body was first answered.
  */
 export interface PageChanges {
+  /** `shownAt`: the latest `updated_at` of the records the page shows (ms). */
   list(
     company: string,
     resource: ResourceName,
     query: ListQuery,
-    lastId: number | undefined,
-    hasMore: boolean,
+    page: { readonly lastId: number | undefined; readonly hasMore: boolean; readonly shownAt: number },
   ): number | undefined;
-  record(company: string, resource: ResourceName, id: number): number | undefined;
+  record(company: string, resource: ResourceName, record: { readonly id: number; readonly shownAt: number }): number | undefined;
+}
+
+/** The latest `updated_at` of these records, ms since the epoch (0 for none). */
+function latestUpdate(records: ReadonlyArray<Readonly<Record<string, unknown>>>): number {
+  let latest = 0;
+  for (const record of records) {
+    const at = typeof record.updated_at === 'string' ? Date.parse(record.updated_at) : Number.NaN;
+    if (Number.isFinite(at) && at > latest) latest = at;
+  }
+  return latest;
 }
 
 /** Seed §5.2: a record is the credential's when it belongs to the credential's company. */
@@ -90,20 +100,21 @@ export class SandboxApi {
       const query = readListQuery(search, resource);
       if ('invalid' in query) return json(res, 400, { error: 'invalid_parameter', parameter: query.invalid });
       const list = this.#list(resource, credential, query);
-      const changedAt = this.#changes?.list(
-        credential.company,
-        resource.name,
-        query,
-        list.lastId,
-        list.value.meta.has_more,
-      );
+      const changedAt = this.#changes?.list(credential.company, resource.name, query, {
+        lastId: list.lastId,
+        hasMore: list.value.meta.has_more,
+        shownAt: latestUpdate(list.value.data),
+      });
       return this.#representations.answer(req, res, page, list.value, changedAt);
     }
     const refused = readRecordQuery(search);
     if (refused !== undefined) return json(res, 400, { error: 'invalid_parameter', parameter: refused.invalid });
     const record = this.#single(resource, credential, id);
     if (record === undefined) return json(res, 404, { error: 'not_found' });
-    const changedAt = this.#changes?.record(credential.company, resource.name, record.id);
+    const changedAt = this.#changes?.record(credential.company, resource.name, {
+      id: record.id,
+      shownAt: latestUpdate([record]),
+    });
     this.#representations.answer(req, res, page, { data: record }, changedAt);
   }
 

@@ -142,7 +142,9 @@ export function generateDataset(seed = 20_261_122): Dataset {
     let id = (index + 1) * 100_000;
     for (const company of owners) {
       id += 1 + Math.floor(random() * 3); // gaps, as ids of a real table have
-      const createdAt = EPOCH + id * 37_000;
+      // Every date in the weeks after EPOCH (ids of a resource run within its own hundred thousand):
+      // a page's records are all older than the sandbox's start, as a system of record's are.
+      const createdAt = EPOCH + (id % 100_000) * 37_000;
       const record: Record<string, string | number | boolean | null> = { id, company_id: company };
       for (const filter of resource.filters) record[filter] = filterValue(resource, filter, company, random, made);
       Object.assign(record, DOMAIN_FIELDS[name](random, id));

@@ -86,6 +86,7 @@ export class LiveDataset {
     const at = this.#now();
     this.#rules = rules;
     this.#plans = rules.map((rule) => this.#plan(rule, seed, at));
+    for (const plan of this.#plans) this.#backdate(plan, seed, at);
     this.#startedAt = at;
     this.#timer = setInterval(() => this.tick(), TICK_MS);
     this.#timer.unref();
@@ -150,6 +151,25 @@ export class LiveDataset {
     const logged = this.#log.add(change);
     this.#webhook?.changed(logged);
     return logged;
+  }
+
+  /**
+   * Dates the records a rule changes as if it had always run: each last changed at a point of its
+   * own within the rule's `everyMs` before `at` (its `updated_at`, and so its pages'
+   * `Last-Modified`), not at the dataset's old dates, as a system of record's busy records are.
+   * Not logged: nothing a reader could have missed happened since it began reading.
+   */
+  #backdate(plan: Plan, seed: number, at: number): void {
+    if (plan.rule.kind === 'append') return;
+    const records = this.#records.get(plan.rule.resource);
+    if (records === undefined) return;
+    const targets = new Set(plan.targets);
+    records.forEach((record, index) => {
+      if (!targets.has(record.id)) return;
+      const changedAt = at - (rank(seed, record.id) % plan.rule.everyMs);
+      if (Date.parse(String(record.updated_at)) < changedAt)
+        records[index] = { ...record, updated_at: new Date(changedAt).toISOString() };
+    });
   }
 
   #plan(rule: ChangeRule, seed: number, at: number): Plan {

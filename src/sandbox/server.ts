@@ -174,14 +174,16 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     rateLimit,
     faults,
     api: new SandboxApi(live.dataset, checkToken, representations, {
-      list: (company, resource, query, lastId, hasMore) =>
+      // In live mode a page is dated as a system of record dates it: by the latest change of what it
+      // shows (its records' `updated_at`), or of a record that left it (the change log).
+      list: (company, resource, query, page) =>
         live.startedAt === undefined
           ? undefined
-          : Math.max(live.startedAt, live.log.listChangedAt(company, resource, query, lastId, hasMore) ?? 0),
-      record: (company, resource, id) =>
+          : Math.max(page.shownAt, live.log.listChangedAt(company, resource, query, page.lastId, page.hasMore) ?? 0),
+      record: (company, resource, record) =>
         live.startedAt === undefined
           ? undefined
-          : Math.max(live.startedAt, live.log.recordChangedAt(company, resource, id) ?? 0),
+          : Math.max(record.shownAt, live.log.recordChangedAt(company, resource, record.id) ?? 0),
     }),
   };
   const server = createServer((req, res) => {

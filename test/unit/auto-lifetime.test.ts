@@ -42,14 +42,14 @@ function held(storedAt: number, autoLifetimeMs?: number): CacheEntry {
 }
 
 describe('the next lifetime of a page', () => {
-  it('starts from a tenth of the time since Last-Modified (RFC 9111 §4.2.2), else from the ttl', () => {
-    const lastModified = new Date(AT - 600_000).toUTCString();
-    expect(nextLifetime({ kind: 'first' }, lastModified, AT, 10_000, BOUNDS)).toBe(60_000);
+  it('starts from a tenth of the time since Last-Modified (RFC 9111 §4.2.2), never past the ttl, else from the ttl', () => {
+    expect(nextLifetime({ kind: 'first' }, new Date(AT - 50_000).toUTCString(), AT, 10_000, BOUNDS)).toBe(5_000);
+    expect(nextLifetime({ kind: 'first' }, new Date(AT - 600_000).toUTCString(), AT, 10_000, BOUNDS)).toBe(10_000);
     expect(nextLifetime({ kind: 'first' }, undefined, AT, 10_000, BOUNDS)).toBe(10_000);
     expect(nextLifetime({ kind: 'first' }, 'not a date', AT, 10_000, BOUNDS)).toBe(10_000);
   });
 
-  it('doubles when the page was unchanged, halves the shorter of lifetime and holding when it changed', () => {
+  it('without Last-Modified: doubles when the page was unchanged, halves the shorter of lifetime and holding when it changed', () => {
     const previous = held(AT - 8_000, 8_000);
     expect(nextLifetime({ kind: 'unchanged', previous }, undefined, AT, 10_000, BOUNDS)).toBe(16_000);
     expect(nextLifetime({ kind: 'changed', previous }, undefined, AT, 10_000, BOUNDS)).toBe(4_000);
@@ -57,6 +57,29 @@ describe('the next lifetime of a page', () => {
     expect(nextLifetime({ kind: 'changed', previous: held(AT - 3_000, 8_000) }, undefined, AT, 10_000, BOUNDS)).toBe(
       1_500,
     );
+  });
+
+  it('with Last-Modified: a tenth of the time between the page’s last two changes, or since its last', () => {
+    const previous = { ...held(AT - 30_000, 30_000), lastModified: new Date(AT - 62_000).toUTCString() };
+    expect(nextLifetime({ kind: 'changed', previous }, new Date(AT - 2_000).toUTCString(), AT, 10_000, BOUNDS)).toBe(
+      6_000,
+    );
+    // Unchanged for 200 s: a tenth of that, longer than the lifetime it had.
+    expect(
+      nextLifetime({ kind: 'unchanged', previous }, new Date(AT - 200_000).toUTCString(), AT, 10_000, BOUNDS),
+    ).toBe(30_000);
+    expect(
+      nextLifetime({ kind: 'unchanged', previous }, new Date(AT - 100_000).toUTCString(), AT, 10_000, BOUNDS),
+    ).toBe(30_000);
+    expect(
+      nextLifetime(
+        { kind: 'unchanged', previous: held(AT - 1_000, 2_000) },
+        new Date(AT - 100_000).toUTCString(),
+        AT,
+        10_000,
+        BOUNDS,
+      ),
+    ).toBe(10_000);
   });
 
   it('stays within min and max', () => {
@@ -166,9 +189,10 @@ describe('automatic lifetimes through the read service', () => {
     expect(growing).toEqual([16_000, 32_000, 64_000, 128_000, 256_000, 300_000, 300_000]);
   });
 
-  it('give a page max when the ceiling has no token left for a shorter lifetime', async () => {
-    const r = rig(2);
-    expect([await refreshed(r), await refreshed(r), await refreshed(r)]).toEqual([8_000, 4_000, 300_000]);
+  it('give a page the fixed ttl when the ceiling has no token left for a shorter lifetime', async () => {
+    const r = rig(1);
+    // The first lifetime is the ttl (no token needed), the next shorter one takes the only token.
+    expect([await refreshed(r), await refreshed(r), await refreshed(r)]).toEqual([8_000, 4_000, 8_000]);
   });
 
   it('serve a page no staler than its own lifetime: past it, a read waits for the refresh', async () => {
