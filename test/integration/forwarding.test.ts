@@ -3,70 +3,33 @@
  * client header but the credential (re-spelled), `Accept` and `X-Request-Id`. A stub upstream
  * records the method, target, raw headers and body of every request it receives.
  */
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { NO_CACHE, type ProxyHandle, startProxy } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
+import { type StubRequest, type StubUpstream, startStubUpstream } from '../helpers/stub-upstream.js';
 import { token } from '../helpers/tokens.js';
-
-interface Received {
-  readonly method: string;
-  readonly url: string;
-  readonly rawHeaders: readonly string[];
-  readonly body: Buffer;
-}
-
-interface Stub {
-  readonly url: string;
-  readonly received: Received[];
-  close(): Promise<void>;
-}
 
 const MISSING_RECORD_ID = '404404';
 const LIST_BODY = JSON.stringify({ data: [], meta: { per_page: 30, has_more: false, next_after_id: null } });
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
-  return Buffer.concat(chunks);
-}
-
 /** A stub system of record: records each request; answers a list page, a record, or a 404. */
-async function startStub(): Promise<Stub> {
-  const received: Received[] = [];
-  const server: Server = createServer((req, res) => {
-    void readBody(req).then((body) => {
-      received.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body });
-      const path = (req.url ?? '').split('?')[0] ?? '';
-      const isRecord = /\/[^/]+\/[0-9]+$/.test(path);
-      const [status, text] = !isRecord
-        ? [200, LIST_BODY]
-        : path.endsWith(`/${MISSING_RECORD_ID}`)
-          ? [404, '{"error":"not_found"}']
-          : [200, '{"data":{}}'];
-      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.end(text);
-    });
+function startStub(): Promise<StubUpstream> {
+  return startStubUpstream((req) => {
+    const path = req.url.split('?')[0] ?? '';
+    const isRecord = /\/[^/]+\/[0-9]+$/.test(path);
+    const [status, body] = !isRecord
+      ? [200, LIST_BODY]
+      : path.endsWith(`/${MISSING_RECORD_ID}`)
+        ? [404, '{"error":"not_found"}']
+        : [200, '{"data":{}}'];
+    return { status, headers: { 'content-type': 'application/json' }, body };
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    received,
-    async close() {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
-  };
 }
 
 /** Header name (lower case) → every value received under it. */
-function headersOf(request: Received): Map<string, string[]> {
+function headersOf(request: StubRequest): Map<string, string[]> {
   const map = new Map<string, string[]>();
   for (let i = 0; i < request.rawHeaders.length; i += 2) {
     const name = (request.rawHeaders[i] as string).toLowerCase();
@@ -76,7 +39,7 @@ function headersOf(request: Received): Map<string, string[]> {
 }
 
 describe('forwarding to the upstream', () => {
-  let stub: Stub;
+  let stub: StubUpstream;
   let proxy: ProxyHandle;
   let t: string;
 
@@ -98,7 +61,7 @@ describe('forwarding to the upstream', () => {
       headers: [['Authorization', `Bearer ${t}`], ...(options.headers ?? [])],
     });
     expect(stub.received.length - before, `upstream requests for ${target}`).toBe(1);
-    return { res, upstream: stub.received[before] as Received };
+    return { res, upstream: stub.received[before] as StubRequest };
   }
 
   it('sends only Authorization (re-spelled), Accept and X-Request-Id, plus transport headers', async () => {
@@ -135,7 +98,7 @@ describe('forwarding to the upstream', () => {
     });
     expect(res.status).toBe(200);
     expect(stub.received.length - before).toBe(1);
-    const headers = headersOf(stub.received[before] as Received);
+    const headers = headersOf(stub.received[before] as StubRequest);
     const allowed = new Set(['authorization', 'accept', 'x-request-id', 'host', 'connection']);
     expect([...headers.keys()].filter((name) => !allowed.has(name))).toEqual([]);
     expect(headers.get('authorization')).toEqual([`Bearer ${t}`]);
@@ -254,7 +217,7 @@ describe('forwarding to the upstream', () => {
 });
 
 describe('forwarding to an UPSTREAM_URL with a base path', () => {
-  let stub: Stub;
+  let stub: StubUpstream;
   let proxies: ProxyHandle[];
   let t: string;
 

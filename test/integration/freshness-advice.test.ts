@@ -5,15 +5,13 @@
  * the proxy's clock is injected, so pages go stale without waiting. Every figure of
  * `/admin/cache/freshness` and of the gauges comes from the refreshes the proxy really made.
  */
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectedStaleness } from '../../src/cache/freshness-advice.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { type ProxyHandle, startProxy } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { parseExposition } from '../helpers/prometheus.js';
+import { startStubUpstream } from '../helpers/stub-upstream.js';
 import { token } from '../helpers/tokens.js';
 
 const ADMIN_TOKEN = 'freshness-advice-admin-token-of-some-length';
@@ -49,8 +47,8 @@ function pageOf(url: string): { readonly resource: string; readonly page: string
 async function startStub(): Promise<Stub> {
   const versions = new Map<string, number>();
   const bodyBytes = new Map<string, number>();
-  const server: Server = createServer((req, res) => {
-    const { resource, page } = pageOf(req.url ?? '');
+  const upstream = await startStubUpstream((req) => {
+    const { resource, page } = pageOf(req.url);
     const version = versions.get(page) ?? 0;
     const body = JSON.stringify({
       data: [{ id: 1, page, version }],
@@ -63,29 +61,16 @@ async function startStub(): Promise<Stub> {
             etag: `"${page}-v${String(version)}"`,
             'last-modified': new Date(1_700_000_000_000 + version * LAST_MODIFIED_STEP_S * 1000).toUTCString(),
           };
-    if (validators.etag !== undefined && req.headers['if-none-match'] === validators.etag) {
-      res.writeHead(304, validators);
-      return void res.end();
-    }
+    if (validators.etag !== undefined && req.headers['if-none-match'] === validators.etag)
+      return { status: 304, headers: validators };
     bodyBytes.set(resource, (bodyBytes.get(resource) ?? 0) + Buffer.byteLength(body));
-    res.writeHead(200, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-      ...validators,
-    });
-    res.end(body);
+    return { status: 200, headers: { 'content-type': 'application/json', ...validators }, body };
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
   return {
-    url: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`,
+    url: upstream.url,
     change: (page) => versions.set(page, (versions.get(page) ?? 0) + 1),
     bodyBytes,
-    async close() {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
+    close: () => upstream.close(),
   };
 }
 

@@ -5,75 +5,23 @@
  * request targets never leave the proxy.
  */
 import { once } from 'node:events';
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, request, type Server } from 'node:http';
-import { type AddressInfo, connect, type Socket } from 'node:net';
+import { type IncomingHttpHeaders, request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { type ProxyHandle, startProxy } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
+import { type StubRequest, type StubUpstream, startStubUpstream } from '../helpers/stub-upstream.js';
 import { token } from '../helpers/tokens.js';
 import { freePort } from '../support/free-port.js';
 
-interface Received {
-  readonly method: string;
-  readonly url: string;
-  readonly headers: IncomingHttpHeaders;
-  readonly body: Buffer;
-  /** Which upstream connection carried it (numbered in order of the stub's 'connection' events). */
-  readonly connection: number;
-}
-
-interface Stub {
-  readonly url: string;
-  readonly received: Received[];
-  connections(): number;
-  close(): Promise<void>;
-}
-
 /** A stub upstream: records every request; answers a valid list envelope that echoes the request. */
-async function startStub(): Promise<Stub> {
-  const received: Received[] = [];
-  const ids = new WeakMap<Socket, number>();
-  let connections = 0;
-  const server: Server = createServer((req: IncomingMessage, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      received.push({
-        method: req.method ?? '',
-        url: req.url ?? '',
-        headers: req.headers,
-        body,
-        connection: ids.get(req.socket) ?? -1,
-      });
-      const answer = Buffer.from(
-        JSON.stringify({ data: [], meta: {}, echo: `${req.method ?? ''} ${req.url ?? ''}`, length: body.length }),
-      );
-      res.writeHead(req.method === 'POST' ? 201 : 200, {
-        'content-type': 'application/json',
-        'content-length': answer.length,
-        'x-stub': 'yes',
-      });
-      res.end(answer);
-    });
-  });
-  server.on('connection', (socket: Socket) => {
-    connections += 1;
-    ids.set(socket, connections);
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    received,
-    connections: () => connections,
-    async close() {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
-  };
+function startStub(): Promise<StubUpstream> {
+  return startStubUpstream((req) => ({
+    status: req.method === 'POST' ? 201 : 200,
+    headers: { 'content-type': 'application/json', 'x-stub': 'yes' },
+    body: JSON.stringify({ data: [], meta: {}, echo: `${req.method} ${req.url}`, length: req.body.length }),
+  }));
 }
 
 interface Answer {
@@ -128,7 +76,7 @@ function expectProblem(res: RawResponse | Answer, status: number, code: string):
 }
 
 describe('pass-through off (the default)', () => {
-  let stub: Stub;
+  let stub: StubUpstream;
   let proxy: ProxyHandle;
   let t: string;
 
@@ -175,7 +123,7 @@ describe('pass-through off (the default)', () => {
 });
 
 describe('pass-through on', () => {
-  let stub: Stub;
+  let stub: StubUpstream;
   let proxy: ProxyHandle;
   let t: string;
 
@@ -190,7 +138,7 @@ describe('pass-through on', () => {
   });
 
   /** Runs `act` and returns what the stub received meanwhile. */
-  async function upstreamDuring(act: () => Promise<unknown>): Promise<Received[]> {
+  async function upstreamDuring(act: () => Promise<unknown>): Promise<StubRequest[]> {
     const before = stub.received.length;
     await act();
     return stub.received.slice(before);
@@ -215,7 +163,7 @@ describe('pass-through on', () => {
       });
     });
     expect(seen.length).toBe(1);
-    const upstream = seen[0] as Received;
+    const upstream = seen[0] as StubRequest;
     expect(upstream.method).toBe(method);
     expect(upstream.url).toBe(target);
     expect(upstream.body.toString('utf8')).toBe(body ?? '');
