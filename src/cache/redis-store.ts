@@ -179,9 +179,12 @@ class RedisStore implements CacheStore {
    */
   async #confirm(address: CacheAddress, known: CacheEntry): Promise<StoreLookup | undefined> {
     const expected = storedPrefix(known);
-    const [[generation, ...marks], prefix] = await Promise.all([
-      this.#client.mgetBuffer(address.generationKey, ...address.markKeys),
+    // GETs, not an MGET: sent together (auto-pipelined, one round trip), and an MGET stays the
+    // sign of a body read (what a confirmation exists to spare).
+    const [prefix, generation, ...marks] = await Promise.all([
       this.#client.getrangeBuffer(address.key, 0, expected.length - 1),
+      this.#client.getBuffer(address.generationKey),
+      ...address.markKeys.map((key) => this.#client.getBuffer(key)),
     ]);
     return prefix.equals(expected) ? found(known, generation, marks) : undefined;
   }

@@ -22,7 +22,7 @@ export const LARGE_COMPANY = 1;
 const LARGE_COUNT = 420;
 
 /** mulberry32: a small, fast, well-distributed 32-bit PRNG; deterministic for a seed. */
-function prng(seed: number): () => number {
+export function prng(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;

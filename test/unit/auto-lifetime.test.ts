@@ -18,6 +18,7 @@ import { CachePolicies } from '../../src/cache/policy.js';
 import { createReadService, type ReadService } from '../../src/cache/read-service.js';
 import type { CacheStore } from '../../src/cache/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
+import { storedEntry } from '../helpers/entries.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
@@ -28,17 +29,10 @@ const BOUNDS = { min: 1, max: 300 };
 const AT = 1_800_000_000_000;
 
 function held(storedAt: number, autoLifetimeMs?: number): CacheEntry {
-  return {
-    status: 200,
-    contentType: 'application/json',
-    etag: '"e"',
-    body: Buffer.from('{}'),
-    storedAt,
+  return storedEntry(storedAt, {
     freshUntil: storedAt + (autoLifetimeMs ?? 10_000),
-    keepUntil: storedAt + 600_000,
-    generation: 'g',
     ...(autoLifetimeMs !== undefined && { autoLifetimeMs }),
-  };
+  });
 }
 
 describe('the next lifetime of a page', () => {

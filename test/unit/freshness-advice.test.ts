@@ -19,18 +19,10 @@ import {
   suggestedTtl,
   type WindowTotals,
 } from '../../src/cache/freshness-advice.js';
+import { prng } from '../../src/sandbox/dataset.js';
 
-/** A seeded generator (mulberry32): the simulations give the same draws on every run. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded generator (the sandbox's mulberry32): the simulations give the same draws on every run. */
+const seeded = prng;
 
 /** The mean of `f` over [0, t], by the midpoint rule. */
 function meanOver(t: number, f: (u: number) => number, steps = 100_000): number {

@@ -14,6 +14,7 @@ import { FreshnessLedger, WINDOW_MINUTES } from '../../src/cache/freshness-ledge
 import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
+import { storedEntry } from '../helpers/entries.js';
 import { testPrincipal } from '../helpers/principals.js';
 
 const MINUTE = 60_000;
@@ -29,17 +30,12 @@ function address(target: string): CacheAddress {
 }
 
 function held(storedAt: number, lastModified?: string): CacheEntry {
-  return {
-    status: 200,
-    contentType: 'application/json',
+  return storedEntry(storedAt, {
     etag: '"held"',
-    body: Buffer.from('{}'),
-    storedAt,
     freshUntil: storedAt + TTL * 1000,
-    keepUntil: storedAt + 600_000,
     generation: '1',
     ...(lastModified !== undefined && { lastModified }),
-  };
+  });
 }
 
 /** A first fill at `at` of `bytes`. */

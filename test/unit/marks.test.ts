@@ -15,19 +15,14 @@ import {
   pageMark,
   withMark,
 } from '../../src/cache/marks.js';
+import { storedEntry } from '../helpers/entries.js';
 
 function entry(storedAt: number, mark?: string): CacheEntry {
-  return {
-    status: 200,
-    contentType: 'application/json',
-    etag: '"e"',
-    body: Buffer.from('{}'),
-    storedAt,
+  return storedEntry(storedAt, {
     freshUntil: storedAt + 60_000,
     keepUntil: storedAt + 120_000,
-    generation: 'g',
     ...(mark !== undefined && { mark }),
-  };
+  });
 }
 
 describe('invalidation marks', () => {
