@@ -14,6 +14,7 @@ import type { FileConfig } from './config/schema.js';
 import type { OperatorControl } from './control/operator-control.js';
 import { createMetrics } from './observability/metrics.js';
 import { registerSecret } from './observability/secrets.js';
+import type { DataPlaneOptions } from './planes/data/data-plane.js';
 import type { RedisSettings } from './platform/redis.js';
 import { Closers } from './wiring/closers.js';
 import { ConfigInForce } from './wiring/config-in-force.js';
@@ -40,6 +41,10 @@ export interface ProxyApp {
   readonly policies: CachePolicies;
   readonly store: CacheStore;
   readonly reads: ReadService;
+  /** Every part the replica holds, by owner (src/wiring/replica-parts.ts). */
+  readonly parts: ReplicaParts;
+  /** What the client port's data plane runs on. */
+  readonly dataPlane: DataPlaneOptions;
   listen(options: ListenOptions): Promise<{ port: number; adminPort: number | undefined }>;
   /**
    * A re-read config file (`SIGHUP`): applies the cache policies at once, and returns the settings
@@ -82,6 +87,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     policies: reads.policies,
     store: reads.cache.store,
     reads: reads.reads,
+    parts: wired,
     listen: (listen) => startServing(wired, servers, listen),
     reload: (file) => configInForce.reload(file),
     close: (closeOptions = {}) => stopServing(wired, servers, closeOptions),

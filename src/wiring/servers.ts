@@ -9,7 +9,7 @@ import { createHttpLog } from '../http/http-log.js';
 import { createHttpServer } from '../http/server.js';
 import { createRequestLog, type RequestLog } from '../observability/logger.js';
 import { createAdminApp } from '../planes/admin/admin-app.js';
-import { createDataPlane } from '../planes/data/data-plane.js';
+import { createDataPlane, type DataPlaneOptions } from '../planes/data/data-plane.js';
 import { createFallbackApp } from '../planes/fallback-app.js';
 import { readinessOf } from './readiness.js';
 import type { ReplicaParts } from './replica-parts.js';
@@ -17,6 +17,8 @@ import type { ReplicaParts } from './replica-parts.js';
 export interface Servers {
   readonly server: Server;
   readonly adminServer: Server;
+  /** What the client port's data plane runs on (a benchmark of its steps times these same parts). */
+  readonly dataPlane: DataPlaneOptions;
 }
 
 type HttpLog = ReturnType<typeof createHttpLog>;
@@ -24,16 +26,20 @@ type HttpLog = ReturnType<typeof createHttpLog>;
 export function wireServers(wired: ReplicaParts): Servers {
   const requestLog = createRequestLog(wired.foundation.logger);
   const httpLog = createHttpLog(wired.foundation.logger);
-  return { server: clientServer(wired, httpLog, requestLog), adminServer: adminServer(wired, httpLog, requestLog) };
+  const dataPlane = dataPlaneOptions(wired, requestLog);
+  return {
+    server: clientServer(wired, dataPlane, httpLog, requestLog),
+    adminServer: adminServer(wired, httpLog, requestLog),
+    dataPlane,
+  };
 }
 
-function clientServer(
-  { foundation, lifecycle, credentials, upstream, reads }: ReplicaParts,
-  httpLog: HttpLog,
+function dataPlaneOptions(
+  { foundation, credentials, upstream, reads }: ReplicaParts,
   requestLog: RequestLog,
-): Server {
+): DataPlaneOptions {
   const { options, config, logger, metrics } = foundation;
-  const dataPlane = createDataPlane({
+  return {
     authenticator: credentials.authenticator,
     limiter: credentials.limiter,
     lists: credentials.lists,
@@ -54,7 +60,16 @@ function clientServer(
         },
         'defect',
       ),
-  });
+  };
+}
+
+function clientServer(
+  { lifecycle, upstream }: ReplicaParts,
+  dataPlaneOptions: DataPlaneOptions,
+  httpLog: HttpLog,
+  requestLog: RequestLog,
+): Server {
+  const dataPlane = createDataPlane(dataPlaneOptions);
   const fallback = createFallbackApp(upstream.passthrough?.handler, httpLog);
   return createHttpServer(
     function handleRequest(req, res) {
