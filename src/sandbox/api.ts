@@ -35,7 +35,11 @@ export interface PageChanges {
     query: ListQuery,
     page: { readonly lastId: number | undefined; readonly hasMore: boolean; readonly shownAt: number },
   ): number | undefined;
-  record(company: string, resource: ResourceName, record: { readonly id: number; readonly shownAt: number }): number | undefined;
+  record(
+    company: string,
+    resource: ResourceName,
+    record: { readonly id: number; readonly shownAt: number },
+  ): number | undefined;
 }
 
 /** The latest `updated_at` of these records, ms since the epoch (0 for none). */
