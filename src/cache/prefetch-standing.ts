@@ -2,7 +2,7 @@
  * A prefetch's standing at the upstream (docs/cache.md#prefetch): spare — it takes only a
  * slot no request wants, and gives up rather than queue — until a client's request joins its fill
  * in this process. From then on it is that request's fetch: it waits for a slot as a request does
- * (src/limits/slot-waiters.ts), and a refusal is that request's refusal.
+ * (src/upstream-guard/slot-waiters.ts), and a refusal is that request's refusal.
  */
 export class PrefetchStanding {
   #joined = false;

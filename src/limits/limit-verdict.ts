@@ -5,7 +5,7 @@
  * gives the tighter one's remaining quota.
  */
 import type { RateLimitPolicy } from '../errors/proxy-error.js';
-import { secondsToWait } from './retry-after.js';
+import { secondsToWait } from '../http/retry-after.js';
 
 /** The inbound limits' policies: the ones a replica decides itself (not the upstream's 429). */
 export type PolicyName = Exclude<RateLimitPolicy, 'upstream'>;

@@ -102,7 +102,7 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     ...(subscriber ? {} : { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: 1_000,
     // At most half a second between attempts: a replica hears of Redis's return within that (the
-    // upstream budget's rejoin window counts on it: src/limits/upstream-budget.ts).
+    // upstream budget's rejoin window counts on it: src/upstream-guard/upstream-budget.ts).
     retryStrategy: (times: number) => Math.min(50 * times, RECONNECT_MAX_MS),
     lazyConnect: false,
   };

@@ -9,11 +9,11 @@
 
 import type { Origin, OriginOutcome, ReadRequest } from '../cache/origin.js';
 import { RateLimitedError, UpstreamUnavailableError } from '../errors/proxy-error.js';
-import type { CircuitBreaker } from '../limits/circuit-breaker.js';
-import { pauseFromRetryAfter, secondsToWait } from '../limits/retry-after.js';
-import type { UpstreamBudget } from '../limits/upstream-budget.js';
-import type { UpstreamPause } from '../limits/upstream-pause.js';
+import { pauseFromRetryAfter, secondsToWait } from '../http/retry-after.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { CircuitBreaker } from '../upstream-guard/circuit-breaker.js';
+import type { UpstreamBudget } from '../upstream-guard/upstream-budget.js';
+import type { UpstreamPause } from '../upstream-guard/upstream-pause.js';
 
 export interface GuardOptions {
   readonly breaker: CircuitBreaker;

@@ -3,7 +3,7 @@
  * parts exist.
  */
 import { DEFAULT_TARGET_SECONDS } from '../cache/freshness-advice.js';
-import { BUDGET_MODES } from '../limits/budget-mode.js';
+import { BUDGET_MODES } from '../upstream-guard/budget-mode.js';
 import type { ReplicaParts } from './replica-parts.js';
 
 export function observeParts({ foundation, lifecycle, shared, control, upstream, reads }: ReplicaParts): void {

@@ -6,10 +6,10 @@
 import type { AccessLists } from '../auth/access-lists.js';
 import type { CacheStore } from '../cache/store.js';
 import type { OperatorControl } from '../control/operator-control.js';
-import type { BudgetMode } from '../limits/budget-mode.js';
-import type { CircuitBreaker } from '../limits/circuit-breaker.js';
 import type { Readiness } from '../planes/admin/admin-app.js';
 import type { RedisHealth } from '../platform/redis.js';
+import type { BudgetMode } from '../upstream-guard/budget-mode.js';
+import type { CircuitBreaker } from '../upstream-guard/circuit-breaker.js';
 import type { ConfigInForce } from './config-in-force.js';
 import type { ReplicaLifecycle } from './lifecycle.js';
 
@@ -43,7 +43,7 @@ export function readinessOf(parts: ReadinessParts): Readiness {
       const status = control.status();
       return {
         upstream: parts.breaker.state === 'closed' ? 'ok' : `breaker ${parts.breaker.state}`,
-        // Where upstream slots come from (src/limits/budget-mode.ts).
+        // Where upstream slots come from (src/upstream-guard/budget-mode.ts).
         upstream_budget: parts.budget.mode(),
         cache: parts.store.kind,
         redis: parts.cacheHealth?.state() ?? 'none',

@@ -41,7 +41,7 @@ export async function startServing(
   await control.sync();
   // The upstream budget's shared ledger answering before any request, so that the first misses
   // do not wait for it (a replica cut off from it starts nothing until it may take its share:
-  // src/limits/budget-mode.ts). Within the same bound as the wait for Redis.
+  // src/upstream-guard/budget-mode.ts). Within the same bound as the wait for Redis.
   await upstream.budget.whenShared(REDIS_START_WAIT_MS - (performance.now() - startedWaiting));
   const port = await listenOn(server, listen.port, listen.host);
   lifecycle.markReady();

@@ -6,14 +6,14 @@
 import { tokenRevocation } from '../auth/principal.js';
 import type { Origin } from '../cache/origin.js';
 import type { OperatorControl } from '../control/operator-control.js';
-import { CircuitBreaker } from '../limits/circuit-breaker.js';
-import { createUpstreamBudget, type UpstreamBudget } from '../limits/upstream-budget.js';
-import { createUpstreamPause, type UpstreamPause } from '../limits/upstream-pause.js';
 import { errorFields } from '../observability/logger.js';
 import { createUpstreamClient } from '../upstream/client.js';
 import { createUpstreamOrigin } from '../upstream/fetch-read.js';
 import { guardOrigin } from '../upstream/guarded-fetch.js';
 import { createPassthrough, type Passthrough } from '../upstream/passthrough.js';
+import { CircuitBreaker } from '../upstream-guard/circuit-breaker.js';
+import { createUpstreamBudget, type UpstreamBudget } from '../upstream-guard/upstream-budget.js';
+import { createUpstreamPause, type UpstreamPause } from '../upstream-guard/upstream-pause.js';
 import type { ConfigInForce } from './config-in-force.js';
 import type { Foundation } from './foundation.js';
 import type { SharedParts } from './shared.js';

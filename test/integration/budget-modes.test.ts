@@ -1,10 +1,10 @@
 /**
- * The upstream budget's modes (src/limits/budget-mode.ts) against a real `redis-server`, with one
+ * The upstream budget's modes (src/upstream-guard/budget-mode.ts) against a real `redis-server`, with one
  * replica's connection through a TCP gate that can cut it off while the other still reaches Redis
  * (a partition). With `budgetCutOff: wait`: no slot at all while a cut-off replica's shared slots
  * may still be held, its share once they cannot, and back to the shared ledger through a rejoin
  * that registers what it holds and closes grants for every replica until both are heard in the
- * window (the quorum: src/limits/shared-ledger.ts), which opens it before its end; a request of the
+ * window (the quorum: src/upstream-guard/shared-ledger.ts), which opens it before its end; a request of the
  * other replica meanwhile waits, and is not refused. Then the ledger lost (FLUSHALL): a new epoch,
  * in which both replicas register their slots before grants open, again before the window's end.
  */
@@ -17,13 +17,13 @@ import {
   HOLD_MARGIN_MS,
   REJOIN_MS,
   type UpstreamBudget,
-} from '../../src/limits/upstream-budget.js';
+} from '../../src/upstream-guard/upstream-budget.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { startTcpGate, type TcpGate } from '../helpers/tcp-gate.js';
 
 const HOLD_MS = 1_000;
 const COMMAND_TIMEOUT_MS = 250;
-/** How long the cut-off replica waits before its share: src/limits/upstream-budget.ts. */
+/** How long the cut-off replica waits before its share: src/upstream-guard/upstream-budget.ts. */
 const FALLBACK_AFTER_MS = HOLD_MS + HOLD_MARGIN_MS + HEARTBEAT_MS + COMMAND_TIMEOUT_MS;
 
 let redis: RedisServer;

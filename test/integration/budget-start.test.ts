@@ -1,11 +1,11 @@
 /**
  * A start takes requests once the upstream budget's shared ledger answers (`whenShared`,
- * src/limits/upstream-budget.ts, awaited by `listen` in src/app.ts), so that its first misses do
+ * src/upstream-guard/upstream-budget.ts, awaited by `listen` in src/app.ts), so that its first misses do
  * not wait for it. Against a real `redis-server`, and against a port where nothing answers.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createUpstreamBudget, REJOIN_MS } from '../../src/limits/upstream-budget.js';
+import { createUpstreamBudget, REJOIN_MS } from '../../src/upstream-guard/upstream-budget.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { freePort } from '../support/free-port.js';
 

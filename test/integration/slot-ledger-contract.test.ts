@@ -1,13 +1,13 @@
 /**
- * One contract for both of the upstream budget's ledgers (src/limits/slot-ledger.ts in process,
- * src/limits/shared-ledger.ts in a real `redis-server`): the same asks get the same answers. Then
+ * One contract for both of the upstream budget's ledgers (src/upstream-guard/slot-ledger.ts in process,
+ * src/upstream-guard/shared-ledger.ts in a real `redis-server`): the same asks get the same answers. Then
  * what only the shared one does: epochs, begun when the ledger is missing or was written by another
  * Redis process, and grants closed while the replicas register what they hold.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RegisterCaller, SharedLedger } from '../../src/limits/shared-ledger.js';
+import { type RegisterCaller, SharedLedger } from '../../src/upstream-guard/shared-ledger.js';
 import {
   type BudgetLimits,
   type GrantResult,
@@ -15,7 +15,7 @@ import {
   RESERVE_AHEAD_MS,
   SlotLedger,
   spacingMs,
-} from '../../src/limits/slot-ledger.js';
+} from '../../src/upstream-guard/slot-ledger.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 
 const HOLD_MS = 300;

@@ -90,7 +90,7 @@ async function adminUrl(proxy: ProxyHandle): Promise<string> {
 async function redisUsable(proxy: ProxyHandle): Promise<void> {
   const admin = await adminUrl(proxy);
   // Redis usable, and the upstream budget on its shared ledger again: a replica back from its
-  // share closes grants for a rejoin window (src/limits/upstream-budget.ts), which a fill started
+  // share closes grants for a rejoin window (src/upstream-guard/upstream-budget.ts), which a fill started
   // meanwhile would wait out.
   await until(async () => {
     const ready = await send(admin, '/readyz');

@@ -90,7 +90,8 @@ describe('the layers', () => {
  * The proxy's rules, which the sandbox must not share (docs/architecture.md#the-system-of-record-stands-apart): the
  * resources, permissions and value grammars (catalog), bearer parsing, token checks, claims and
  * authorisation (auth), the query grammar and canonical read (request), and the parts that apply
- * them to a request (the planes, the wiring, the cache, the upstream client, limits, operator state).
+ * them to a request (the planes, the wiring, the cache, the upstream client and its guard, limits,
+ * operator state).
  */
 const PROXY_RULES = [
   'src/catalog',
@@ -101,6 +102,7 @@ const PROXY_RULES = [
   'src/cache',
   'src/upstream',
   'src/limits',
+  'src/upstream-guard',
   'src/control',
 ];
 /** The system of record itself: what `createSandbox` is made of (its command line aside). */

@@ -1,11 +1,11 @@
 /**
- * The fair line of waiting requests (src/limits/fair-line.ts): companies served in turn, each as
+ * The fair line of waiting requests (src/upstream-guard/fair-line.ts): companies served in turn, each as
  * many slots in a row as its weight; first come first served within a company; a company alone
  * takes everything; a company that comes back joins the rotation at its end.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FairLine } from '../../src/limits/fair-line.js';
+import { FairLine } from '../../src/upstream-guard/fair-line.js';
 
 interface Entry {
   readonly company: string;

@@ -1,7 +1,7 @@
 /** Retry-After → pause: seconds, HTTP dates, garbage, all bounded. */
 import { describe, expect, it } from 'vitest';
-import { CircuitBreaker } from '../../src/limits/circuit-breaker.js';
-import { DEFAULT_PAUSE_MS, MAX_PAUSE_MS, pauseFromRetryAfter } from '../../src/limits/retry-after.js';
+import { DEFAULT_PAUSE_MS, MAX_PAUSE_MS, pauseFromRetryAfter } from '../../src/http/retry-after.js';
+import { CircuitBreaker } from '../../src/upstream-guard/circuit-breaker.js';
 
 const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
 

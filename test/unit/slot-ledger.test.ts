@@ -1,5 +1,5 @@
 /**
- * The upstream budget's arithmetic in process (src/limits/slot-ledger.ts): whatever the sequence of
+ * The upstream budget's arithmetic in process (src/upstream-guard/slot-ledger.ts): whatever the sequence of
  * asks, releases and registered slots, never more than `maxConcurrent` held, never more than
  * `maxPerSecond` starts in any window, starts spaced evenly and never due before they were granted.
  */
@@ -11,7 +11,7 @@ import {
   RESERVE_AHEAD_MS,
   SlotLedger,
   spacingMs,
-} from '../../src/limits/slot-ledger.js';
+} from '../../src/upstream-guard/slot-ledger.js';
 
 const HOLD_MS = 5_000;
 

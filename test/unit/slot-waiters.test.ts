@@ -1,6 +1,6 @@
 /** The two lines of requests waiting for an upstream slot: requests first, prefetches after. */
 import { describe, expect, it } from 'vitest';
-import { type Slot, SlotWaiters } from '../../src/limits/slot-waiters.js';
+import { type Slot, SlotWaiters } from '../../src/upstream-guard/slot-waiters.js';
 
 const slot = (id: string, startAt: number): Slot => ({ id, startAt, startBy: startAt + 50 });
 

@@ -1,6 +1,6 @@
 /** The upstream budget without Redis: concurrency held, bounded waits, refusals. */
 import { describe, expect, it } from 'vitest';
-import { createUpstreamBudget } from '../../src/limits/upstream-budget.js';
+import { createUpstreamBudget } from '../../src/upstream-guard/upstream-budget.js';
 
 describe('upstream budget (one replica)', () => {
   it('holds the concurrency cap and refuses a job that gets no slot within its wait', async () => {

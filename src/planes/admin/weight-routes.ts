@@ -8,7 +8,7 @@ import type { FileConfig } from '../../config/schema.js';
 import type { OperatorControl } from '../../control/operator-control.js';
 import { companyWeightSchema } from '../../control/operator-state.js';
 import { InvalidParameterError } from '../../errors/proxy-error.js';
-import type { UpstreamBudget } from '../../limits/upstream-budget.js';
+import type { UpstreamBudget } from '../../upstream-guard/upstream-budget.js';
 import { bodyProblem, companyOf, noStore, notShared, problem } from './operator-io.js';
 
 export interface Weights {

@@ -1,14 +1,14 @@
 /**
- * The upstream budget's conversation with the shared ledger in Redis (src/limits/shared-ledger.ts,
+ * The upstream budget's conversation with the shared ledger in Redis (src/upstream-guard/shared-ledger.ts,
  * docs/architecture.md#the-upstream-budget): the heartbeat that reads the ledger's epoch, the
  * registration of this replica's slots in a new epoch or on its return from its share, the
  * shared grants, and the release there of each slot the ledger counts. What each answer or failure
- * says is kept by `BudgetContact` (src/limits/budget-mode.ts), hence the mode.
+ * says is kept by `BudgetContact` (src/upstream-guard/budget-mode.ts), hence the mode.
  *
  * The budget asks it for the mode and for shared grants and registrations; it tells the budget
  * once each exchange has settled, since the mode may have changed: the budget then tells whoever
  * waits on the mode, and serves its waiting requests from where the mode now says
- * (src/limits/slot-supply.ts).
+ * (src/upstream-guard/slot-supply.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from '../platform/redis.js';
@@ -188,7 +188,7 @@ export class BudgetConversation {
     clearInterval(this.#heartbeat);
   }
 
-  /** This replica as the shared ledger's quorum knows it (src/limits/shared-ledger.ts). */
+  /** This replica as the shared ledger's quorum knows it (src/upstream-guard/shared-ledger.ts). */
   #caller(role: RegisterRole): RegisterCaller {
     return { id: this.#options.id, role, epoch: this.#contact.epoch, expectedReplicas: this.#options.replicas() };
   }

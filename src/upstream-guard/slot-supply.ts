@@ -1,8 +1,8 @@
 /**
  * Where the upstream budget's waiting requests get their slots (docs/limits.md#the-upstream-budget):
- * from the ledger the mode names (src/limits/budget-mode.ts): the shared one in Redis, through the
- * budget's conversation with it (src/limits/budget-conversation.ts), none while cut off from it,
- * or this replica's share of the limits (src/limits/slot-ledger.ts) once every slot the shared one
+ * from the ledger the mode names (src/upstream-guard/budget-mode.ts): the shared one in Redis, through the
+ * budget's conversation with it (src/upstream-guard/budget-conversation.ts), none while cut off from it,
+ * or this replica's share of the limits (src/upstream-guard/slot-ledger.ts) once every slot the shared one
  * granted must be over. The local ledger also counts every slot this replica holds from the shared
  * one, so a share never comes on top of them, and a rejoin registers them all in Redis.
  *
@@ -38,7 +38,7 @@ export interface SlotSupplyOptions {
   readonly id: string;
   /** The limits in force, for every replica together. */
   readonly limits: () => BudgetLimits;
-  /** This replica's share of them (src/limits/budget-mode.ts says when it keeps to it). */
+  /** This replica's share of them (src/upstream-guard/budget-mode.ts says when it keeps to it). */
   readonly share: () => BudgetLimits;
   readonly now: () => number;
   /** Told when a planned wake comes: the mode may have changed, and slots may be had. */
@@ -192,7 +192,7 @@ export class SlotSupply {
    * Gives a granted slot to the longest waiting request (or back, when nobody waits). Its start
    * is due between `dueFrom` and `dueTo` on this clock (a shared grant's, somewhere within the
    * call's round trip): it starts no earlier than the one, and is sent no later than `SEND_BY_MS`
-   * after the other (src/limits/slot-ledger.ts).
+   * after the other (src/upstream-guard/slot-ledger.ts).
    */
   #hand(id: string, dueFrom: number, dueTo: number): void {
     const slot = { id, startAt: dueTo, startBy: dueFrom + SEND_BY_MS };

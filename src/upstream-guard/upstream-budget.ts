@@ -4,10 +4,10 @@
  * misses never push the system of record over its own limit; with the bound stated for each way
  * Redis can fail, and kept through them (docs/architecture.md#the-upstream-budget).
  *
- * Two rooms, the mode (`src/limits/budget-mode.ts`) the seam between them: the conversation with
- * the shared ledger in Redis (`src/limits/budget-conversation.ts`: heartbeat, epochs, registration,
+ * Two rooms, the mode (`src/upstream-guard/budget-mode.ts`) the seam between them: the conversation with
+ * the shared ledger in Redis (`src/upstream-guard/budget-conversation.ts`: heartbeat, epochs, registration,
  * failures), and the supply of slots to the waiting requests from the ledger the mode names
- * (`src/limits/slot-supply.ts`). The budget asks the conversation for the mode, and is told when
+ * (`src/upstream-guard/slot-supply.ts`). The budget asks the conversation for the mode, and is told when
  * an exchange has settled: it then tells whoever waits on the mode, and supplies slots again.
  *
  * Requests wait in a line of their own (`SlotWaiters`): one that gives up consumes nothing.
@@ -119,7 +119,7 @@ export class UpstreamBudget {
 
   /**
    * Runs `job` in a slot, or refuses when none comes within `maxWaitMs`; `company`: whose request
-   * it is (the line serves companies in turn: src/limits/fair-line.ts).
+   * it is (the line serves companies in turn: src/upstream-guard/fair-line.ts).
    */
   async run<T>(job: () => Promise<T>, maxWaitMs: number, company = ''): Promise<BudgetResult<T>> {
     const deadline = this.#now() + maxWaitMs;

@@ -18,7 +18,7 @@
  *   replica's rejoin); this replica was not on its share, so it takes nothing meanwhile: slots it or
  *   others took from the shared ledger before may not all be registered yet. Its requests wait for
  *   the opening, which comes early once the ledger has heard every replica (the quorum:
- *   src/limits/shared-ledger.ts).
+ *   src/upstream-guard/shared-ledger.ts).
  */
 export type BudgetMode = 'shared' | 'closed' | 'rejoining' | 'cut-off' | 'local';
 

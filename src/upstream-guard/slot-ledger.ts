@@ -16,7 +16,7 @@
  * second at the upstream hold more than `maxPerSecond`. The budget gives a slot back, unused, when
  * it could not send its request within half the allowance (`SEND_BY_MS`): the other half is the
  * request's way to the upstream (this process's event loop, the connection, the upstream's own
- * reading of it), which the proxy does not control (src/limits/upstream-budget.ts).
+ * reading of it), which the proxy does not control (src/upstream-guard/upstream-budget.ts).
  */
 
 export interface BudgetLimits {

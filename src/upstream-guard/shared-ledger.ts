@@ -1,6 +1,6 @@
 /**
  * The upstream budget's ledger in Redis, shared by every replica (the rule is
- * `src/limits/slot-ledger.ts`'s, the protocol around it docs/architecture.md#the-upstream-budget):
+ * `src/upstream-guard/slot-ledger.ts`'s, the protocol around it docs/architecture.md#the-upstream-budget):
  *
  *   {<prefix>:budget}:state   hash: `epoch` (a random id), `node` (the run id of the Redis process
  *                             that wrote it), `open` (when grants may begin) and `last` (when the
