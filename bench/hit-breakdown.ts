@@ -25,7 +25,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type { Principal } from '../src/auth/principal.js';
-import { cacheAddress } from '../src/cache/cache-key.js';
+import { cacheAddress } from '../src/cache/entry/cache-key.js';
 import { DEV_SECRET } from '../src/cli/dev-credentials.js';
 import { createDataPlane } from '../src/planes/data/data-plane.js';
 import type { Exchange } from '../src/planes/data/exchange.js';

@@ -7,9 +7,9 @@
  */
 import type { Server } from 'node:http';
 import type { AccessLists } from './auth/access-lists.js';
-import type { CachePolicies } from './cache/policy.js';
-import type { ReadService } from './cache/read-service.js';
-import type { CacheStore } from './cache/store.js';
+import type { CachePolicies } from './cache/read/policy.js';
+import type { ReadService } from './cache/read/read-service.js';
+import type { CacheStore } from './cache/stores/store.js';
 import type { FileConfig } from './config/schema.js';
 import type { OperatorControl } from './control/operator-control.js';
 import { createMetrics } from './observability/metrics.js';

@@ -6,8 +6,8 @@
  */
 import type { Principal } from '../../src/auth/principal.js';
 import { tokenDigest } from '../../src/auth/verify-token.js';
-import { cacheAddress } from '../../src/cache/cache-key.js';
-import { brotliBody, decodeEntry, encodeEntry } from '../../src/cache/entry.js';
+import { cacheAddress } from '../../src/cache/entry/cache-key.js';
+import { brotliBody, decodeEntry, encodeEntry } from '../../src/cache/entry/entry.js';
 import { createLogger, createRequestLog, type RequestLogFields } from '../../src/observability/logger.js';
 import type { Exchange } from '../../src/planes/data/exchange.js';
 import {

@@ -7,7 +7,7 @@
  */
 import { type IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
-import { brotliBody, type CacheEntry, strongEtag } from '../../src/cache/entry.js';
+import { brotliBody, type CacheEntry, strongEtag } from '../../src/cache/entry/entry.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { openExchange } from '../../src/planes/data/data-plane.js';

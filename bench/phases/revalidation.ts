@@ -15,7 +15,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { brotliBody, encodeEntry, storedPrefix, strongEtag } from '../../src/cache/entry.js';
+import { brotliBody, encodeEntry, storedPrefix, strongEtag } from '../../src/cache/entry/entry.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { API_PREFIX } from '../../src/sandbox/resources.js';
 import { processCpuUs } from '../lib/cpu.js';

@@ -5,8 +5,8 @@
  */
 import { z } from 'zod';
 import { DEFAULT_CLAIM_NAMES } from '../auth/claims.js';
-import { KEY_PREFIX_PATTERN } from '../cache/cache-key.js';
-import { PARTITIONS } from '../cache/policy.js';
+import { KEY_PREFIX_PATTERN } from '../cache/entry/cache-key.js';
+import { PARTITIONS } from '../cache/read/policy.js';
 import { autoTtlSchema, policyDurationsSchema, somePolicyDurationsSchema } from '../catalog/policy-durations.js';
 import { RESOURCE_NAMES } from '../catalog/resources.js';
 
@@ -48,7 +48,7 @@ export const configSchema = z.strictObject({
       maxBytes: z.number().int().min(1024).max(17_179_869_184),
       ttl: z.number().positive().max(60),
     }),
-    /** Background refreshes (src/cache/refresh-ahead.ts). */
+    /** Background refreshes (src/cache/read/refresh-ahead.ts). */
     refresh: z.strictObject({
       /** The last fraction of a page's freshness in which a hit refreshes it; 0: only once stale. */
       ahead: z.number().min(0).max(0.5),

@@ -1,9 +1,9 @@
 /**
  * One canonical read sent to the upstream, and what its answer means: the cache's origin port
- * (`src/cache/origin.ts`), implemented over the undici client.
+ * (`src/cache/read/origin.ts`), implemented over the undici client.
  */
 
-import type { Origin, OriginAnswer } from '../cache/origin.js';
+import type { Origin, OriginAnswer } from '../cache/read/origin.js';
 import {
   BadGatewayError,
   type ProxyError,

@@ -7,7 +7,7 @@
  * failures open the breaker, a 429 pauses the company.
  */
 
-import type { Origin, OriginOutcome, ReadRequest } from '../cache/origin.js';
+import type { Origin, OriginOutcome, ReadRequest } from '../cache/read/origin.js';
 import { RateLimitedError, UpstreamUnavailableError } from '../errors/proxy-error.js';
 import { pauseFromRetryAfter, secondsToWait } from '../http/retry-after.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -45,8 +45,8 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
   return async (request, validators) => {
     const company = request.principal.company;
     // A prefetch never probes a breaker that is not closed, nor takes a slot a client waits for;
-    // its refusals are counted as prefetches (src/cache/prefetcher.ts), not as refused requests.
-    // One that a client's request has joined is that request's fetch (src/cache/prefetch-standing.ts).
+    // its refusals are counted as prefetches (src/cache/prefetch/prefetcher.ts), not as refused requests.
+    // One that a client's request has joined is that request's fetch (src/cache/prefetch/prefetch-standing.ts).
     const prefetch = request.prefetch;
     if (prefetch?.spare === true && breaker.state !== 'closed') return NO_SPARE;
     const paused = await pause.check(company);

@@ -3,12 +3,12 @@
  * of a remote store, the fill coordinator and the purge bus (docs/cache.md).
  */
 import type { Logger } from 'pino';
-import { createRedisCoordinator, type FillCoordinator, LOCAL_COORDINATOR } from '../cache/coordinator.js';
-import { L1Cache } from '../cache/l1.js';
-import { createMemoryStore } from '../cache/memory-store.js';
-import { createLocalPurgeBus, createRedisPurgeBus, type PurgeBus } from '../cache/purge-bus.js';
-import { createRedisStore } from '../cache/redis-store.js';
-import type { CacheStore } from '../cache/store.js';
+import { createRedisCoordinator, type FillCoordinator, LOCAL_COORDINATOR } from '../cache/read/coordinator.js';
+import { createLocalPurgeBus, createRedisPurgeBus, type PurgeBus } from '../cache/read/purge-bus.js';
+import { L1Cache } from '../cache/stores/l1.js';
+import { createMemoryStore } from '../cache/stores/memory-store.js';
+import { createRedisStore } from '../cache/stores/redis-store.js';
+import type { CacheStore } from '../cache/stores/store.js';
 import type { FileConfig } from '../config/schema.js';
 import { errorFields } from '../observability/logger.js';
 import type { CacheFootprint } from '../observability/metrics.js';

@@ -2,7 +2,7 @@
  * What the metrics read of the parts at each scrape (docs/operations.md#metrics), bound once the
  * parts exist.
  */
-import { DEFAULT_TARGET_SECONDS } from '../cache/freshness-advice.js';
+import { DEFAULT_TARGET_SECONDS } from '../cache/freshness/freshness-advice.js';
 import { BUDGET_MODES } from '../upstream-guard/budget-mode.js';
 import type { ReplicaParts } from './replica-parts.js';
 

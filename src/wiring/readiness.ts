@@ -4,7 +4,7 @@
  * `control.maxStaleness`) `stale` while it cannot be confirmed — and each component's state.
  */
 import type { AccessLists } from '../auth/access-lists.js';
-import type { CacheStore } from '../cache/store.js';
+import type { CacheStore } from '../cache/stores/store.js';
 import type { OperatorControl } from '../control/operator-control.js';
 import type { Readiness } from '../planes/admin/admin-app.js';
 import type { RedisHealth } from '../platform/redis.js';

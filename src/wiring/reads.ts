@@ -5,11 +5,12 @@
  * (docs/cache.md#freshness-advice) and the ceiling on automatic lifetimes' early refreshes
  * (docs/cache.md#automatic-lifetimes).
  */
-import { AutoRefreshBudget } from '../cache/auto-refresh-budget.js';
-import { FreshnessLedger } from '../cache/freshness-ledger.js';
-import type { Origin } from '../cache/origin.js';
-import { CachePolicies } from '../cache/policy.js';
-import { createReadService, type ReadService } from '../cache/read-service.js';
+
+import { FreshnessLedger } from '../cache/freshness/freshness-ledger.js';
+import { AutoRefreshBudget } from '../cache/read/auto-refresh-budget.js';
+import type { Origin } from '../cache/read/origin.js';
+import { CachePolicies } from '../cache/read/policy.js';
+import { createReadService, type ReadService } from '../cache/read/read-service.js';
 import type { OperatorControl } from '../control/operator-control.js';
 import { type CacheParts, createCacheParts } from './cache-parts.js';
 import type { ConfigInForce } from './config-in-force.js';

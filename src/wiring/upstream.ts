@@ -4,7 +4,7 @@
  * operator's run-time weights over them); and the pass-through, when configured.
  */
 import { tokenRevocation } from '../auth/principal.js';
-import type { Origin } from '../cache/origin.js';
+import type { Origin } from '../cache/read/origin.js';
 import type { OperatorControl } from '../control/operator-control.js';
 import { errorFields } from '../observability/logger.js';
 import { createUpstreamClient } from '../upstream/client.js';

@@ -1,5 +1,5 @@
 /** A stored 200 entry of a small JSON body, for the suites that judge what happens to one. */
-import type { CacheEntry } from '../../src/cache/entry.js';
+import type { CacheEntry } from '../../src/cache/entry/entry.js';
 
 /** Stored at `storedAt`, fresh 10 s and kept 10 min unless `fields` say otherwise. */
 export function storedEntry(storedAt: number, fields: Partial<CacheEntry> = {}): CacheEntry {

@@ -2,7 +2,7 @@
  * What a fake origin answers in the cache's tests: a JSON answer with `body`, a 200 unless said
  * otherwise, without validators or Retry-After unless given.
  */
-import type { OriginAnswer, OriginOutcome } from '../../src/cache/origin.js';
+import type { OriginAnswer, OriginOutcome } from '../../src/cache/read/origin.js';
 
 export function answered(
   body: Buffer,

@@ -1,5 +1,5 @@
 /** The read service's metrics, each a no-op unless a test gives its own (the ones it counts). */
-import type { ReadServiceOptions } from '../../src/cache/read-service.js';
+import type { ReadServiceOptions } from '../../src/cache/read/read-service.js';
 
 export type ReadMetrics = NonNullable<ReadServiceOptions['metrics']>;
 

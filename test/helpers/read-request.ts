@@ -1,6 +1,6 @@
 /** A read as the data plane hands it to the read service: a canonical target under the operations API, for a principal. */
 import type { Principal } from '../../src/auth/principal.js';
-import type { ReadRequest } from '../../src/cache/origin.js';
+import type { ReadRequest } from '../../src/cache/read/origin.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { canonicaliseTarget } from './canonicalise.js';
 import { testPrincipal } from './principals.js';

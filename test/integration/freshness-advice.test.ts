@@ -6,7 +6,7 @@
  * `/admin/cache/freshness` and of the gauges comes from the refreshes the proxy really made.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectedStaleness } from '../../src/cache/freshness-advice.js';
+import { expectedStaleness } from '../../src/cache/freshness/freshness-advice.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { type ProxyHandle, startProxy } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';

@@ -1,13 +1,13 @@
 /**
  * The L1 in front of a real Redis keeps a page in steady demand: its copy is read from the store
- * again before it expires (src/cache/l1.ts, `dueForReread`: confirmed by its stored prefix, the
+ * again before it expires (src/cache/stores/l1.ts, `dueForReread`: confirmed by its stored prefix, the
  * body not read again while it is unchanged), so that over several L1 lifetimes of
  * continuous requests the L1 misses once (the first request) and no hit waits for Redis; and
  * requests that miss the L1 together share one store read.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FLAG_AHEAD, FLAGS_OFFSET } from '../../src/cache/entry.js';
+import { FLAG_AHEAD, FLAGS_OFFSET } from '../../src/cache/entry/entry.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
@@ -86,7 +86,7 @@ describe('the L1 under steady demand', () => {
   it('replaces a copy whose stored form changed (a flag alone), and confirms the new one from then on', async () => {
     const target = `${API_PREFIX}/receipts?per_page=9`;
     expect((await getWithToken(proxy.url, target, bearer)).status).toBe(200);
-    // The stored entry marked as a page fetched ahead (the flags byte, src/cache/entry.ts): the
+    // The stored entry marked as a page fetched ahead (the flags byte, src/cache/entry/entry.ts): the
     // same response, another stored form than the copy the L1 holds.
     const admin = new Redis(redis.url);
     const [key] = await admin.keys('*list:per_page=9');
@@ -98,7 +98,7 @@ describe('the L1 under steady demand', () => {
       const until = Date.now() + lifetimes * L1_TTL_SECONDS * 1000;
       while (Date.now() < until) expect((await getWithToken(proxy.url, target, bearer)).status).toBe(200);
     };
-    // Read whole once or twice (the flag, then the take that clears it: src/cache/prefetcher.ts)…
+    // Read whole once or twice (the flag, then the take that clears it: src/cache/prefetch/prefetcher.ts)…
     await steady(LIFETIMES);
     // …and then only confirmed: the copy is the store's again.
     const readsBefore = await redisCalls('mget');

@@ -12,7 +12,7 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { decodeEntry, ENTRY_FORMAT_VERSION } from '../../src/cache/entry.js';
+import { decodeEntry, ENTRY_FORMAT_VERSION } from '../../src/cache/entry/entry.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { listenOn } from '../../src/http/listen.js';
 import type { Sandbox } from '../../src/sandbox/server.js';

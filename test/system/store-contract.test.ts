@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { type CacheAddress, cacheAddress, markKeys } from '../../src/cache/cache-key.js';
-import { brotliBody, type CacheEntry, ENTRY_FORMAT_VERSION, encodeEntry } from '../../src/cache/entry.js';
-import { asOfMarks, newMark } from '../../src/cache/marks.js';
-import { createMemoryStore } from '../../src/cache/memory-store.js';
-import { createRedisStore } from '../../src/cache/redis-store.js';
-import { type CacheStore, isCurrent } from '../../src/cache/store.js';
+import { type CacheAddress, cacheAddress, markKeys } from '../../src/cache/entry/cache-key.js';
+import { brotliBody, type CacheEntry, ENTRY_FORMAT_VERSION, encodeEntry } from '../../src/cache/entry/entry.js';
+import { asOfMarks, newMark } from '../../src/cache/entry/marks.js';
+import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
+import { createRedisStore } from '../../src/cache/stores/redis-store.js';
+import { type CacheStore, isCurrent } from '../../src/cache/stores/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { createRedisClient, type RedisClient, RedisHealth } from '../../src/platform/redis.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';

@@ -1,13 +1,13 @@
 /**
- * The address memo (src/cache/address-memo.ts) gives what `cacheAddress` gives, for every company
+ * The address memo (src/cache/entry/address-memo.ts) gives what `cacheAddress` gives, for every company
  * and partition: never another company's, employee's or credential's address, however reads and
  * principals interleave; and the same object for one read and company, so that its key is made
  * once.
  */
 import { describe, expect, it } from 'vitest';
-import { AddressMemo } from '../../src/cache/address-memo.js';
-import { cacheAddress } from '../../src/cache/cache-key.js';
-import type { Partition } from '../../src/cache/policy.js';
+import { AddressMemo } from '../../src/cache/entry/address-memo.js';
+import { cacheAddress } from '../../src/cache/entry/cache-key.js';
+import type { Partition } from '../../src/cache/read/policy.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { CanonicalRead } from '../../src/request/canonical-read.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';

@@ -1,22 +1,22 @@
 /**
  * Automatic lifetimes (docs/cache.md#automatic-lifetimes): the rule that gives a page its next
- * lifetime from what its fill found (src/cache/auto-lifetime.ts), the ceiling on early refreshes
- * (src/cache/auto-refresh-budget.ts), and both through the read service with the in-process store
+ * lifetime from what its fill found (src/cache/read/auto-lifetime.ts), the ceiling on early refreshes
+ * (src/cache/read/auto-refresh-budget.ts), and both through the read service with the in-process store
  * and an origin whose page changes or not: a page that keeps changing settles near its change
  * interval, one that never changes reaches `max`, and without a token from the ceiling a page
  * lives `max`.
  */
 import { describe, expect, it } from 'vitest';
-import { nextLifetime } from '../../src/cache/auto-lifetime.js';
-import { AutoRefreshBudget } from '../../src/cache/auto-refresh-budget.js';
-import { cacheAddress } from '../../src/cache/cache-key.js';
-import { LOCAL_COORDINATOR } from '../../src/cache/coordinator.js';
-import type { CacheEntry } from '../../src/cache/entry.js';
-import { createMemoryStore } from '../../src/cache/memory-store.js';
-import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/origin.js';
-import { CachePolicies } from '../../src/cache/policy.js';
-import { createReadService, type ReadService } from '../../src/cache/read-service.js';
-import type { CacheStore } from '../../src/cache/store.js';
+import { cacheAddress } from '../../src/cache/entry/cache-key.js';
+import type { CacheEntry } from '../../src/cache/entry/entry.js';
+import { nextLifetime } from '../../src/cache/read/auto-lifetime.js';
+import { AutoRefreshBudget } from '../../src/cache/read/auto-refresh-budget.js';
+import { LOCAL_COORDINATOR } from '../../src/cache/read/coordinator.js';
+import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/read/origin.js';
+import { CachePolicies } from '../../src/cache/read/policy.js';
+import { createReadService, type ReadService } from '../../src/cache/read/read-service.js';
+import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
+import type { CacheStore } from '../../src/cache/stores/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { storedEntry } from '../helpers/entries.js';
 import { configWith } from '../helpers/env.js';

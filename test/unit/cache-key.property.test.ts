@@ -6,8 +6,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { cacheAddress, generationKey } from '../../src/cache/cache-key.js';
-import { PARTITIONS, type Partition } from '../../src/cache/policy.js';
+import { cacheAddress, generationKey } from '../../src/cache/entry/cache-key.js';
+import { PARTITIONS, type Partition } from '../../src/cache/read/policy.js';
 import { API_PREFIX, RESOURCES } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { CanonicalRead } from '../../src/request/canonical-read.js';

@@ -1,7 +1,7 @@
 /** The cache's pure parts: entry format, L1, policies, Cache-Status, If-None-Match. */
 import { brotliCompressSync, brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { formatCacheStatus } from '../../src/cache/cache-status.js';
+import { formatCacheStatus } from '../../src/cache/entry/cache-status.js';
 import {
   brotliBody,
   type CacheEntry,
@@ -14,10 +14,10 @@ import {
   sameStoredEntry,
   storedPrefix,
   strongEtag,
-} from '../../src/cache/entry.js';
-import { L1Cache } from '../../src/cache/l1.js';
-import { createMemoryStore } from '../../src/cache/memory-store.js';
-import { CachePolicies, type PolicyOverrides } from '../../src/cache/policy.js';
+} from '../../src/cache/entry/entry.js';
+import { CachePolicies, type PolicyOverrides } from '../../src/cache/read/policy.js';
+import { L1Cache } from '../../src/cache/stores/l1.js';
+import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
 import { etagMatches } from '../../src/http/conditional.js';
 import { configWith } from '../helpers/env.js';
 

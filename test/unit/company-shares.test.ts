@@ -1,16 +1,16 @@
 /**
- * What each company holds of an in-process tier (src/cache/company-shares.ts): the ledger always
+ * What each company holds of an in-process tier (src/cache/stores/company-shares.ts): the ledger always
  * equals the bytes the tier holds by company, whatever was set, read, deleted or let go; a company
  * is over its share only beside others; and under pressure a company over its share takes no new
  * room in the L1 or the in-process store, even on a second offer.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { cacheAddress, companyOfKey } from '../../src/cache/cache-key.js';
-import { CompanyShares } from '../../src/cache/company-shares.js';
-import { type CacheEntry, entryBytes } from '../../src/cache/entry.js';
-import { L1Cache } from '../../src/cache/l1.js';
-import { createMemoryStore } from '../../src/cache/memory-store.js';
+import { cacheAddress, companyOfKey } from '../../src/cache/entry/cache-key.js';
+import { type CacheEntry, entryBytes } from '../../src/cache/entry/entry.js';
+import { CompanyShares } from '../../src/cache/stores/company-shares.js';
+import { L1Cache } from '../../src/cache/stores/l1.js';
+import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { RecentMap } from '../../src/platform/recent-map.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';

@@ -18,7 +18,7 @@ import {
   staleReadShare,
   suggestedTtl,
   type WindowTotals,
-} from '../../src/cache/freshness-advice.js';
+} from '../../src/cache/freshness/freshness-advice.js';
 import { prng } from '../../src/sandbox/dataset.js';
 
 /** A seeded generator (the sandbox's mulberry32): the simulations give the same draws on every run. */

@@ -7,15 +7,15 @@
  * store answers again, a copy of a generation a purge made old meanwhile is never served.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { cacheAddress } from '../../src/cache/cache-key.js';
-import { LOCAL_COORDINATOR } from '../../src/cache/coordinator.js';
-import { L1Cache } from '../../src/cache/l1.js';
-import { createMemoryStore } from '../../src/cache/memory-store.js';
-import type { Origin, OriginOutcome, ReadRequest, Validators } from '../../src/cache/origin.js';
-import { CachePolicies } from '../../src/cache/policy.js';
-import type { ReadOutcome } from '../../src/cache/read-outcome.js';
-import { createReadService, type ReadService } from '../../src/cache/read-service.js';
-import type { CacheStore } from '../../src/cache/store.js';
+import { cacheAddress } from '../../src/cache/entry/cache-key.js';
+import { LOCAL_COORDINATOR } from '../../src/cache/read/coordinator.js';
+import type { Origin, OriginOutcome, ReadRequest, Validators } from '../../src/cache/read/origin.js';
+import { CachePolicies } from '../../src/cache/read/policy.js';
+import type { ReadOutcome } from '../../src/cache/read/read-outcome.js';
+import { createReadService, type ReadService } from '../../src/cache/read/read-service.js';
+import { L1Cache } from '../../src/cache/stores/l1.js';
+import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
+import type { CacheStore } from '../../src/cache/stores/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { configWith } from '../helpers/env.js';
 import { answered } from '../helpers/origin-answers.js';

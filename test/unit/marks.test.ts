@@ -1,10 +1,10 @@
 /**
- * Invalidation marks (src/cache/marks.ts): a key's history, newest first and bounded; the marks an
+ * Invalidation marks (src/cache/entry/marks.ts): a key's history, newest first and bounded; the marks an
  * entry is stamped with; and when an entry filled under older marks became stale: at the first mark
  * set after its own, whatever came later, and at once when that is not known.
  */
 import { describe, expect, it } from 'vitest';
-import type { CacheEntry } from '../../src/cache/entry.js';
+import type { CacheEntry } from '../../src/cache/entry/entry.js';
 import {
   asOfMarks,
   HISTORY,
@@ -14,7 +14,7 @@ import {
   newMark,
   pageMark,
   withMark,
-} from '../../src/cache/marks.js';
+} from '../../src/cache/entry/marks.js';
 import { storedEntry } from '../helpers/entries.js';
 
 function entry(storedAt: number, mark?: string): CacheEntry {

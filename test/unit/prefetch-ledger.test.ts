@@ -1,7 +1,7 @@
-/** The prefetches' ledger (src/cache/prefetch-ledger.ts): the caps in flight, and pages it lets go. */
+/** The prefetches' ledger (src/cache/prefetch/prefetch-ledger.ts): the caps in flight, and pages it lets go. */
 import { describe, expect, it } from 'vitest';
-import type { CacheAddress } from '../../src/cache/cache-key.js';
-import { PrefetchLedger } from '../../src/cache/prefetch-ledger.js';
+import type { CacheAddress } from '../../src/cache/entry/cache-key.js';
+import { PrefetchLedger } from '../../src/cache/prefetch/prefetch-ledger.js';
 
 const address = (key: string): CacheAddress => ({
   group: { company: '1', resource: 'receipts' },

@@ -5,9 +5,9 @@
 import RedisMock from 'ioredis-mock';
 import { describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
-import { cacheAddress } from '../../src/cache/cache-key.js';
-import { decodeEntry, strongEtag } from '../../src/cache/entry.js';
-import { createRedisStore } from '../../src/cache/redis-store.js';
+import { cacheAddress } from '../../src/cache/entry/cache-key.js';
+import { decodeEntry, strongEtag } from '../../src/cache/entry/entry.js';
+import { createRedisStore } from '../../src/cache/stores/redis-store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { type RedisClient, RedisHealth } from '../../src/platform/redis.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';

@@ -1,10 +1,10 @@
 /**
- * Refresh ahead (src/cache/refresh-ahead.ts) and the turn gate (src/platform/turn-gate.ts): pages
+ * Refresh ahead (src/cache/read/refresh-ahead.ts) and the turn gate (src/platform/turn-gate.ts): pages
  * stored together get refresh points spread evenly over the window, each inside it; and deferred
  * work goes through one piece per turn of the event loop, with I/O handled between two pieces.
  */
 import { describe, expect, it } from 'vitest';
-import { keyFraction, refreshAheadAt, refreshWindowStart } from '../../src/cache/refresh-ahead.js';
+import { keyFraction, refreshAheadAt, refreshWindowStart } from '../../src/cache/read/refresh-ahead.js';
 import { createTurnGate } from '../../src/platform/turn-gate.js';
 
 describe('refresh-ahead points', () => {

@@ -7,15 +7,15 @@
  * changed or gone does. The origin over HTTP is tested with a fake upstream client at the end.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { type CacheAddress, cacheAddress } from '../../src/cache/cache-key.js';
-import { LOCAL_COORDINATOR } from '../../src/cache/coordinator.js';
-import type { CacheEntry } from '../../src/cache/entry.js';
-import { createMemoryStore } from '../../src/cache/memory-store.js';
-import type { Origin, OriginOutcome, ReadRequest, Validators } from '../../src/cache/origin.js';
-import { CachePolicies } from '../../src/cache/policy.js';
-import type { ReadOutcome } from '../../src/cache/read-outcome.js';
-import { createReadService, type ReadService } from '../../src/cache/read-service.js';
-import type { CacheStore, FreshenResult } from '../../src/cache/store.js';
+import { type CacheAddress, cacheAddress } from '../../src/cache/entry/cache-key.js';
+import type { CacheEntry } from '../../src/cache/entry/entry.js';
+import { LOCAL_COORDINATOR } from '../../src/cache/read/coordinator.js';
+import type { Origin, OriginOutcome, ReadRequest, Validators } from '../../src/cache/read/origin.js';
+import { CachePolicies } from '../../src/cache/read/policy.js';
+import type { ReadOutcome } from '../../src/cache/read/read-outcome.js';
+import { createReadService, type ReadService } from '../../src/cache/read/read-service.js';
+import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
+import type { CacheStore, FreshenResult } from '../../src/cache/stores/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { RevalidationResult } from '../../src/observability/metrics.js';
 import type { UpstreamAnswer, UpstreamClient, UpstreamRequest } from '../../src/upstream/client.js';

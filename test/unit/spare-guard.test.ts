@@ -4,8 +4,8 @@
  * refusals marked as such and not counted as refused requests.
  */
 import { describe, expect, it } from 'vitest';
-import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/origin.js';
-import { PrefetchStanding } from '../../src/cache/prefetch-standing.js';
+import { PrefetchStanding } from '../../src/cache/prefetch/prefetch-standing.js';
+import type { Origin, OriginOutcome, ReadRequest } from '../../src/cache/read/origin.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { guardOrigin } from '../../src/upstream/guarded-fetch.js';
 import { CircuitBreaker } from '../../src/upstream-guard/circuit-breaker.js';

@@ -11,9 +11,9 @@
  * operator API behind its gate (operator-gate.ts), and answers what none of them took.
  */
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
-import type { FreshnessLedger } from '../../cache/freshness-ledger.js';
-import type { CachePolicies } from '../../cache/policy.js';
-import type { ReadService } from '../../cache/read-service.js';
+import type { FreshnessLedger } from '../../cache/freshness/freshness-ledger.js';
+import type { CachePolicies } from '../../cache/read/policy.js';
+import type { ReadService } from '../../cache/read/read-service.js';
 import type { FileConfig } from '../../config/schema.js';
 import type { OperatorControl } from '../../control/operator-control.js';
 import { InternalError, NotFoundError } from '../../errors/proxy-error.js';

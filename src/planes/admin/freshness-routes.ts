@@ -4,9 +4,13 @@
  * the upstream and its readers, and the TTL that meets a target staleness (`?target=` seconds).
  */
 import type { IRouter, Request, Response } from 'express';
-import { DEFAULT_TARGET_SECONDS, MAX_TARGET_SECONDS, type ResourceFreshness } from '../../cache/freshness-advice.js';
-import type { FreshnessLedger } from '../../cache/freshness-ledger.js';
-import type { CachePolicies } from '../../cache/policy.js';
+import {
+  DEFAULT_TARGET_SECONDS,
+  MAX_TARGET_SECONDS,
+  type ResourceFreshness,
+} from '../../cache/freshness/freshness-advice.js';
+import type { FreshnessLedger } from '../../cache/freshness/freshness-ledger.js';
+import type { CachePolicies } from '../../cache/read/policy.js';
 import { InvalidParameterError } from '../../errors/proxy-error.js';
 import { noStore, problem } from './operator-io.js';
 

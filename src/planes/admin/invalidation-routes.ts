@@ -7,7 +7,7 @@
 import type { IRouter, Request, Response } from 'express';
 import { z } from 'zod';
 import { isTenantText } from '../../auth/claims.js';
-import type { ReadService } from '../../cache/read-service.js';
+import type { ReadService } from '../../cache/read/read-service.js';
 import { isPositiveId } from '../../catalog/grammar.js';
 import { isResourceName, type ResourceName } from '../../catalog/resources.js';
 import { InvalidBodyError } from '../../errors/proxy-error.js';

@@ -5,7 +5,7 @@
 import type { IRouter, Request, Response } from 'express';
 import { z } from 'zod';
 import { isTenantText } from '../../auth/claims.js';
-import type { ReadService } from '../../cache/read-service.js';
+import type { ReadService } from '../../cache/read/read-service.js';
 import { isResourceName } from '../../catalog/resources.js';
 import { NotFoundError } from '../../errors/proxy-error.js';
 import { bodyProblem, noStore, notShared, problem } from './operator-io.js';

@@ -3,7 +3,7 @@
  * and the run-time TTL overrides of each resource (`/admin/cache/ttl`), shared with every replica.
  */
 import type { IRouter, Request, Response } from 'express';
-import type { CachePolicies } from '../../cache/policy.js';
+import type { CachePolicies } from '../../cache/read/policy.js';
 import { isResourceName, RESOURCE_NAMES } from '../../catalog/resources.js';
 import type { FileConfig } from '../../config/schema.js';
 import type { OperatorControl } from '../../control/operator-control.js';

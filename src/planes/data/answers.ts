@@ -3,8 +3,8 @@
  * and the request's one log line and metrics, written once for every answer.
  */
 
-import { gzipBody } from '../../cache/entry.js';
-import type { ReadOutcome } from '../../cache/read-outcome.js';
+import { gzipBody } from '../../cache/entry/entry.js';
+import type { ReadOutcome } from '../../cache/read/read-outcome.js';
 import { NotAcceptableError, type ProxyError, RateLimitedError } from '../../errors/proxy-error.js';
 import { etagMatches } from '../../http/conditional.js';
 import { chooseCoding } from '../../http/content-coding.js';

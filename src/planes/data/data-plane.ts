@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AccessLists } from '../../auth/access-lists.js';
 import type { Authenticator } from '../../auth/authenticate.js';
 import type { AuthorizationPolicy } from '../../auth/authorize.js';
-import type { ReadService } from '../../cache/read-service.js';
+import type { ReadService } from '../../cache/read/read-service.js';
 import { API_PREFIX, RESOURCES } from '../../catalog/resources.js';
 import { InternalError } from '../../errors/proxy-error.js';
 import { fieldValue } from '../../http/raw-headers.js';

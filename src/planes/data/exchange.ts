@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Authenticated } from '../../auth/authenticate.js';
-import type { ReadOutcome } from '../../cache/read-outcome.js';
+import type { ReadOutcome } from '../../cache/read/read-outcome.js';
 import type { LimitVerdict } from '../../limits/limit-verdict.js';
 import type { RequestTrace } from '../../observability/tracing.js';
 import type { CanonicalRead } from '../../request/canonical-read.js';

@@ -17,7 +17,7 @@
 import type { AccessLists } from '../../auth/access-lists.js';
 import type { Authenticated, Authenticator } from '../../auth/authenticate.js';
 import { type AuthorizationPolicy, authorize } from '../../auth/authorize.js';
-import type { ReadService } from '../../cache/read-service.js';
+import type { ReadService } from '../../cache/read/read-service.js';
 import {
   ALLOWED_METHODS,
   InvalidBearerRequestError,

@@ -4,7 +4,7 @@
  * store says whether any request of the fleet took them (used, counted by the replica that took
  * it) or none did (wasted, counted here).
  */
-import type { CacheAddress } from './cache-key.js';
+import type { CacheAddress } from '../entry/cache-key.js';
 
 export interface PrefetchLedgerOptions {
   /** Prefetches in flight on this replica, at most. */

@@ -5,8 +5,8 @@
  * service announces its own and subscribes to them (as Kong's proxy-cache does): nobody else fans
  * them out.
  */
-import { isResourceName, type ResourceName } from '../catalog/resources.js';
-import type { RedisClient } from '../platform/redis.js';
+import { isResourceName, type ResourceName } from '../../catalog/resources.js';
+import type { RedisClient } from '../../platform/redis.js';
 
 /**
  * A purge (every entry of the company's resource, or of all its resources, a miss), or an

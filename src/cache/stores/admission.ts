@@ -6,7 +6,7 @@
  * once: under pressure none of its pages enters, and the pages other companies read again and
  * again stay. While the tier has room, every page enters.
  */
-import { RecentMap } from '../platform/recent-map.js';
+import { RecentMap } from '../../platform/recent-map.js';
 
 /** Keys remembered as offered once, at most (two generations of half of it). */
 const REMEMBERED_KEYS = 65_536;

@@ -11,10 +11,10 @@
  * request. A read keeps the addresses of at most `MAX_COMPANIES` companies (a page many companies
  * read starts over when it has that many), and goes when the read does (a WeakMap).
  */
-import type { Principal } from '../auth/principal.js';
-import type { CanonicalRead } from '../request/canonical-read.js';
+import type { Principal } from '../../auth/principal.js';
+import type { CanonicalRead } from '../../request/canonical-read.js';
+import type { Partition } from '../read/policy.js';
 import { type CacheAddress, cacheAddress } from './cache-key.js';
-import type { Partition } from './policy.js';
 
 const MAX_COMPANIES = 16;
 

@@ -158,7 +158,7 @@ function storedBody(entry: CacheEntry): CodedBody | undefined {
 
 /**
  * The header JSON, its fields always in this order: a freshen compares stored bytes with the
- * bytes this writes for the entry it read (src/cache/redis-store.ts), so one entry has one form.
+ * bytes this writes for the entry it read (src/cache/stores/redis-store.ts), so one entry has one form.
  */
 function headerBytes(entry: CacheEntry): Buffer {
   const header: Header = {
@@ -206,7 +206,7 @@ export function encodeEntry(entry: CacheEntry): Buffer {
  * The stored prefix (preamble and header) of each entry: for one decoded from stored bytes, exactly
  * as it was read (a freshen compares against what the store held, not against a re-encoding); for
  * any other, as `encodeEntry` writes it, made once (an L1 copy is confirmed by it once per L1
- * lifetime: src/cache/redis-store.ts).
+ * lifetime: src/cache/stores/redis-store.ts).
  */
 const prefixes = new WeakMap<CacheEntry, Buffer>();
 

@@ -7,9 +7,9 @@
  * Every failure is a miss or a skipped write, never an error.
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient, RedisHealth } from '../platform/redis.js';
-import type { CacheAddress, CacheGroup } from './cache-key.js';
-import { generationKey } from './cache-key.js';
+import type { RedisClient, RedisHealth } from '../../platform/redis.js';
+import type { CacheAddress, CacheGroup } from '../entry/cache-key.js';
+import { generationKey } from '../entry/cache-key.js';
 import {
   type CacheEntry,
   decodeEntry,
@@ -20,8 +20,8 @@ import {
   isRevalidated,
   revalidationPatch,
   storedPrefix,
-} from './entry.js';
-import { HISTORY, pageMark } from './marks.js';
+} from '../entry/entry.js';
+import { HISTORY, pageMark } from '../entry/marks.js';
 import { type CacheStore, type FreshenResult, type Invalidation, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };

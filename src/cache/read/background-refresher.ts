@@ -3,14 +3,14 @@
  * stale-while-revalidate, is served as it is while one refresh runs behind it. Owns how many run
  * (bounded by `cache.refresh.maxConcurrent`) and which keys are being looked up ahead of a fill.
  */
-import type { CacheAddress } from './cache-key.js';
-import type { CacheEntry } from './entry.js';
+import type { CacheAddress } from '../entry/cache-key.js';
+import type { CacheEntry } from '../entry/entry.js';
+import type { L1Cache } from '../stores/l1.js';
+import { isCurrent, type StoreLookup } from '../stores/store.js';
 import type { LeadBackgroundFill } from './fill.js';
-import type { L1Cache } from './l1.js';
 import type { ReadRequest } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import { refreshAheadAt, refreshWindowStart } from './refresh-ahead.js';
-import { isCurrent, type StoreLookup } from './store.js';
 import type { StoreReads } from './store-reads.js';
 
 export interface BackgroundRefresherOptions {

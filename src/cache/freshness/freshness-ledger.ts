@@ -6,9 +6,9 @@
  * long its copy was held, its previous `Last-Modified`) comes with the fill itself, in the entry it
  * refreshed.
  */
-import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
-import type { Metrics } from '../observability/metrics.js';
-import type { FillObservation } from './fill.js';
+import { RESOURCE_NAMES, type ResourceName } from '../../catalog/resources.js';
+import type { Metrics } from '../../observability/metrics.js';
+import type { FillObservation } from '../read/fill.js';
 import { adviceFor, type ResourceFreshness, type WindowTotals } from './freshness-advice.js';
 
 /** The window of the advice: this many one-minute buckets, the current one included. */

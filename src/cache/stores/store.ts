@@ -4,8 +4,8 @@
  * contract test suite. A store never throws: an unavailable store answers "nothing stored"
  * (`available: false`), and the read service fails open to the upstream (docs/cache.md).
  */
-import type { CacheAddress, CacheGroup, MarkKeys } from './cache-key.js';
-import type { CacheEntry } from './entry.js';
+import type { CacheAddress, CacheGroup, MarkKeys } from '../entry/cache-key.js';
+import type { CacheEntry } from '../entry/entry.js';
 
 export interface StoreLookup {
   /** The stored entry, if any and decodable (any generation: the caller compares). */

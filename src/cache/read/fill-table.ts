@@ -3,10 +3,10 @@
  * (tracing on): a request for a key being filled joins that fill instead of starting another. A
  * client's request that joins a prefetch's fill makes it that request's fetch (prefetch-standing.ts).
  */
-import type { RequestTrace } from '../observability/tracing.js';
+import type { RequestTrace } from '../../observability/tracing.js';
+import type { PrefetchStanding } from '../prefetch/prefetch-standing.js';
 import type { Fill } from './fill.js';
 import type { ReadRequest } from './origin.js';
-import type { PrefetchStanding } from './prefetch-standing.js';
 
 export interface Joined {
   readonly fill: Promise<Fill>;

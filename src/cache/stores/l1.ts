@@ -12,11 +12,11 @@
  * seen, so that an outage sends no cached page to the upstream.
  */
 
-import { RecentMap } from '../platform/recent-map.js';
+import { RecentMap } from '../../platform/recent-map.js';
+import { type CacheEntry, entryBytes } from '../entry/entry.js';
+import { keyFraction } from '../read/refresh-ahead.js';
 import { Doorkeeper } from './admission.js';
 import { CompanyShares } from './company-shares.js';
-import { type CacheEntry, entryBytes } from './entry.js';
-import { keyFraction } from './refresh-ahead.js';
 import { newGeneration, type StoreLookup } from './store.js';
 
 export interface L1Options {

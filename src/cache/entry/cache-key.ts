@@ -16,10 +16,10 @@
  * generation and the entry in one round trip, and an older entry is a miss that the next fill
  * overwrites instead of orphaning it.
  */
-import type { Principal } from '../auth/principal.js';
-import type { ResourceName } from '../catalog/resources.js';
-import type { CanonicalRead } from '../request/canonical-read.js';
-import type { Partition } from './policy.js';
+import type { Principal } from '../../auth/principal.js';
+import type { ResourceName } from '../../catalog/resources.js';
+import type { CanonicalRead } from '../../request/canonical-read.js';
+import type { Partition } from '../read/policy.js';
 
 export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
 

@@ -18,24 +18,25 @@
  * fills in flight (fill-table.ts), the fill itself with its lease (fill.ts), and the background
  * refreshes (background-refresher.ts).
  */
-import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
-import type { ProxyError } from '../errors/proxy-error.js';
-import type { Metrics } from '../observability/metrics.js';
-import type { StoreLookupResult } from '../observability/tracing.js';
-import { AddressMemo } from './address-memo.js';
+import { RESOURCE_NAMES, type ResourceName } from '../../catalog/resources.js';
+import type { ProxyError } from '../../errors/proxy-error.js';
+import type { Metrics } from '../../observability/metrics.js';
+import type { StoreLookupResult } from '../../observability/tracing.js';
+import { AddressMemo } from '../entry/address-memo.js';
+import { type CacheAddress, groupTag, markKeys } from '../entry/cache-key.js';
+import type { CacheEntry } from '../entry/entry.js';
+import { newMark } from '../entry/marks.js';
+import { PrefetchLedger } from '../prefetch/prefetch-ledger.js';
+import { Prefetcher } from '../prefetch/prefetcher.js';
+import type { L1Cache } from '../stores/l1.js';
+import type { CacheStore, StoreLookup } from '../stores/store.js';
 import type { AutoRefreshBudget } from './auto-refresh-budget.js';
 import { BackgroundRefresher } from './background-refresher.js';
-import { type CacheAddress, groupTag, markKeys } from './cache-key.js';
 import type { FillCoordinator } from './coordinator.js';
-import type { CacheEntry } from './entry.js';
 import { type Fill, Filler, type FillObservation, unaskedNotModified } from './fill.js';
 import { FillTable, type Joined } from './fill-table.js';
-import type { L1Cache } from './l1.js';
-import { newMark } from './marks.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
-import { PrefetchLedger } from './prefetch-ledger.js';
-import { Prefetcher } from './prefetcher.js';
 import { createLocalPurgeBus, type PurgeBus } from './purge-bus.js';
 import {
   fromAnswer,
@@ -47,7 +48,6 @@ import {
   wholeSeconds,
   withPolicy,
 } from './read-outcome.js';
-import type { CacheStore, StoreLookup } from './store.js';
 import { StoreReads } from './store-reads.js';
 
 export type { ReadRequest };

@@ -9,11 +9,11 @@ import {
   type PolicyDurations,
   type PolicyOverride,
   type SomePolicyDurations,
-} from '../catalog/policy-durations.js';
+} from '../../catalog/policy-durations.js';
 
 export type { PolicyOverride };
 
-import { RESOURCE_NAMES, type ResourceName } from '../catalog/resources.js';
+import { RESOURCE_NAMES, type ResourceName } from '../../catalog/resources.js';
 import type { AutoTtl } from './auto-lifetime.js';
 
 /** Who shares an entry (docs/cache.md): a company, an employee of it, or one credential. */

@@ -4,9 +4,9 @@
  * own. Only reads that may be shared go through it: a fill's reads after its lease must see the
  * store as it is then, and read it directly.
  */
-import type { CacheAddress } from './cache-key.js';
-import type { CacheEntry } from './entry.js';
-import type { CacheStore, StoreLookup } from './store.js';
+import type { CacheAddress } from '../entry/cache-key.js';
+import type { CacheEntry } from '../entry/entry.js';
+import type { CacheStore, StoreLookup } from '../stores/store.js';
 
 export class StoreReads {
   readonly #store: CacheStore;

@@ -6,8 +6,8 @@
  * follower fetches itself.
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient, RedisHealth } from '../platform/redis.js';
-import type { CacheAddress } from './cache-key.js';
+import type { RedisClient, RedisHealth } from '../../platform/redis.js';
+import type { CacheAddress } from '../entry/cache-key.js';
 
 export type LeaseOutcome = 'acquired' | 'held' | 'unavailable';
 

@@ -2,13 +2,13 @@
  * What a read gives the data plane (`ReadOutcome`), made from a cache entry or from an origin's
  * answer passed on; and the freshness arithmetic every answer from an entry shares. Pure.
  */
-import type { CacheResult, CacheStatus } from './cache-status.js';
-import { cacheResultOf, formatCacheStatus } from './cache-status.js';
-import type { CacheEntry, CodedBody } from './entry.js';
-import { asOfMarks } from './marks.js';
+import type { CacheResult, CacheStatus } from '../entry/cache-status.js';
+import { cacheResultOf, formatCacheStatus } from '../entry/cache-status.js';
+import type { CacheEntry, CodedBody } from '../entry/entry.js';
+import { asOfMarks } from '../entry/marks.js';
+import { isCurrent, type StoreLookup } from '../stores/store.js';
 import type { OriginAnswer } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
-import { isCurrent, type StoreLookup } from './store.js';
 
 /** What the client is sent, before the headers every read gets. */
 export interface ReadOutcome {

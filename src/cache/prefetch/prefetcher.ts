@@ -21,22 +21,22 @@
  *   ahead; a page held once is not looked past again for every hit of it.
  *
  * What it is worth is counted in the fleet, not per replica: a page fetched ahead is stored flagged
- * (src/cache/entry.ts), the first request of any replica to be answered with it clears the flag in
+ * (src/cache/entry/entry.ts), the first request of any replica to be answered with it clears the flag in
  * the store and counts it used, and the replica that fetched it counts it wasted if the flag is
  * still there once it has expired (at the first request after that).
  */
-import type { PrefetchResult } from '../observability/metrics.js';
-import { followsCursor, nextCursor, nextPageRead } from '../request/next-page.js';
-import type { CacheAddress } from './cache-key.js';
-import type { CacheEntry } from './entry.js';
-import type { Fill, LeadBackgroundFill } from './fill.js';
-import type { ReadRequest } from './origin.js';
-import type { EffectivePolicy } from './policy.js';
+import type { PrefetchResult } from '../../observability/metrics.js';
+import { followsCursor, nextCursor, nextPageRead } from '../../request/next-page.js';
+import type { CacheAddress } from '../entry/cache-key.js';
+import type { CacheEntry } from '../entry/entry.js';
+import type { Fill, LeadBackgroundFill } from '../read/fill.js';
+import type { ReadRequest } from '../read/origin.js';
+import type { EffectivePolicy } from '../read/policy.js';
+import { withPolicy } from '../read/read-outcome.js';
+import type { StoreReads } from '../read/store-reads.js';
+import { isCurrent } from '../stores/store.js';
 import type { PrefetchLedger } from './prefetch-ledger.js';
 import { PrefetchStanding } from './prefetch-standing.js';
-import { withPolicy } from './read-outcome.js';
-import { isCurrent } from './store.js';
-import type { StoreReads } from './store-reads.js';
 
 export interface PrefetcherOptions {
   /** Pages fetched ahead of the walker, at most. */

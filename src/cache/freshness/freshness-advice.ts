@@ -6,7 +6,7 @@
  * Pure arithmetic: nothing here holds state or reads a clock; the counts come from the ledger
  * (freshness-ledger.ts).
  */
-import type { ResourceName } from '../catalog/resources.js';
+import type { ResourceName } from '../../catalog/resources.js';
 
 /** The target staleness of a read when the operator names none, seconds. */
 export const DEFAULT_TARGET_SECONDS = 5;

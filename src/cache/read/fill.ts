@@ -9,20 +9,20 @@
  * freshens the stored entry (RFC 9111 §4.3.4): new times and validators, the body neither sent to
  * the store nor written again.
  */
-import { BadGatewayError } from '../errors/proxy-error.js';
-import type { Metrics } from '../observability/metrics.js';
-import { createTurnGate } from '../platform/turn-gate.js';
+import { BadGatewayError } from '../../errors/proxy-error.js';
+import type { Metrics } from '../../observability/metrics.js';
+import { createTurnGate } from '../../platform/turn-gate.js';
+import type { CacheAddress } from '../entry/cache-key.js';
+import { brotliBody, type CacheEntry, strongEtag } from '../entry/entry.js';
+import { asOfMarks, headsOf } from '../entry/marks.js';
+import type { L1Cache } from '../stores/l1.js';
+import { type CacheStore, isCurrent, type StoreLookup } from '../stores/store.js';
 import { type LifetimeEvidence, nextLifetime } from './auto-lifetime.js';
 import type { AutoRefreshBudget } from './auto-refresh-budget.js';
-import type { CacheAddress } from './cache-key.js';
 import type { FillCoordinator, LeaseOutcome } from './coordinator.js';
-import { brotliBody, type CacheEntry, strongEtag } from './entry.js';
-import type { L1Cache } from './l1.js';
-import { asOfMarks, headsOf } from './marks.js';
 import type { Origin, OriginAnswer, OriginFailure, ReadRequest, Validators } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import { servedEntry } from './read-outcome.js';
-import { type CacheStore, isCurrent, type StoreLookup } from './store.js';
 
 /**
  * What a refresh of a stored entry learnt (`slab_proxy_revalidations_total`): the upstream answered

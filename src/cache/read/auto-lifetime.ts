@@ -19,7 +19,7 @@
  * time in twenty (1 − (1 − e^−x)/x for x = 0.1): a page that changes every few seconds lives `min`,
  * one that changes every minute about six seconds, one that never changes reaches `max`.
  */
-import type { CacheEntry } from './entry.js';
+import type { CacheEntry } from '../entry/entry.js';
 
 /** The bounds of automatic lifetimes, seconds. */
 export interface AutoTtl {

@@ -5,11 +5,11 @@
  * keeps decoded entries, so a hit costs no decoding.
  */
 import { LRUCache } from 'lru-cache';
+import { type CacheAddress, type CacheGroup, groupTag } from '../entry/cache-key.js';
+import { type CacheEntry, entryBytes, isRevalidated, sameStoredEntry } from '../entry/entry.js';
+import { MarkTable } from '../entry/marks.js';
 import { Doorkeeper } from './admission.js';
-import { type CacheAddress, type CacheGroup, groupTag } from './cache-key.js';
 import { CompanyShares } from './company-shares.js';
-import { type CacheEntry, entryBytes, isRevalidated, sameStoredEntry } from './entry.js';
-import { MarkTable } from './marks.js';
 import { type CacheStore, newGeneration, type StoreFootprint, type StoreLookup } from './store.js';
 
 /** Bookkeeping bytes per entry beyond its body (key, header fields, LRU node). */

@@ -5,7 +5,7 @@
  * no new room, so that one company's walks and crawls cannot push another company's hot pages out
  * (fairness by bytes, as the upstream budget's line is fair by slots: docs/limits.md#fair-shares).
  */
-import { companyOfKey } from './cache-key.js';
+import { companyOfKey } from '../entry/cache-key.js';
 
 export class CompanyShares {
   /** Company → bytes held; a company holding nothing is absent. */

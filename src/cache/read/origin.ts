@@ -3,12 +3,12 @@
  * is told back. The cache owns these types; the upstream module implements them
  * (`src/upstream/fetch-read.ts`), guarded by the limits (`src/upstream/guarded-fetch.ts`).
  */
-import type { Principal } from '../auth/principal.js';
-import type { ProxyError } from '../errors/proxy-error.js';
-import type { TraceFields } from '../observability/trace-context.js';
-import type { RequestTrace } from '../observability/tracing.js';
-import type { CanonicalRead } from '../request/canonical-read.js';
-import type { PrefetchStanding } from './prefetch-standing.js';
+import type { Principal } from '../../auth/principal.js';
+import type { ProxyError } from '../../errors/proxy-error.js';
+import type { TraceFields } from '../../observability/trace-context.js';
+import type { RequestTrace } from '../../observability/tracing.js';
+import type { CanonicalRead } from '../../request/canonical-read.js';
+import type { PrefetchStanding } from '../prefetch/prefetch-standing.js';
 
 /** One canonical read, for one credential. */
 export interface ReadRequest {
