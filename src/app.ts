@@ -15,7 +15,7 @@ import type { OperatorControl } from './control/operator-control.js';
 import { createMetrics } from './observability/metrics.js';
 import { registerSecret } from './observability/secrets.js';
 import type { DataPlaneOptions } from './planes/data/data-plane.js';
-import type { RedisSettings } from './platform/redis.js';
+import type { RedisSettings } from './platform/redis/connection.js';
 import { Closers } from './wiring/closers.js';
 import { ConfigInForce } from './wiring/config-in-force.js';
 import { wireControl } from './wiring/control.js';

@@ -22,7 +22,7 @@ import type { InboundLimiter } from '../../src/limits/inbound.js';
 import { createLogger, type RequestLog, type RequestLogFields } from '../../src/observability/logger.js';
 import type { DataPlaneOptions } from '../../src/planes/data/data-plane.js';
 import type { DataPlaneParts } from '../../src/planes/data/steps.js';
-import { createRedisClient } from '../../src/platform/redis.js';
+import { createRedisClient } from '../../src/platform/redis/connection.js';
 import { createCanonicalMemo } from '../../src/request/memo.js';
 import { NEVER_REFUSING, writeBenchConfig } from '../lib/bench-config.js';
 import { keep } from './measure.js';

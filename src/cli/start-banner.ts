@@ -42,7 +42,7 @@ function withoutCredentials(address: string): string {
 function describeStore(input: StartFactsInput): string {
   if (input.storeKind === 'memory') return 'in-process (one replica)';
   const nodes = input.env.redisClusterNodes ?? [];
-  // The app's own precedence (src/platform/redis.ts): cluster nodes first.
+  // The app's own precedence (src/platform/redis/connection.ts): cluster nodes first.
   if (nodes.length > 0) return `Redis Cluster (seed nodes ${nodes.join(', ')})`;
   if (input.env.redisUrl === undefined) return 'Redis';
   const url = new URL(input.env.redisUrl);

@@ -17,7 +17,7 @@
  * change decided (operator-control.ts): a token's `exp`, or a tombstone's retention. The scripts
  * are in control-scripts.ts.
  */
-import type { RedisClient } from '../platform/redis.js';
+import type { RedisClient } from '../platform/redis/connection.js';
 import { CHANGE_SCRIPT, MERGE_SCRIPT, PRUNE_SCRIPT, READ_SCRIPT } from './control-scripts.js';
 import { decodeEntry, encodeEntry, type StateEntry } from './operator-state.js';
 

@@ -31,7 +31,7 @@
  */
 
 import type { ResourceName } from '../catalog/resources.js';
-import type { RedisClient } from '../platform/redis.js';
+import type { RedisClient } from '../platform/redis/connection.js';
 import { Confirmation } from './confirmation.js';
 import { createControlStore } from './control-store.js';
 import { LocalCopy } from './local-copy.js';
@@ -118,7 +118,7 @@ export interface OperatorControl {
   close(): void;
 }
 
-/** The control connection's command timeout (src/platform/redis.ts): how long a write-back may take. */
+/** The control connection's command timeout (src/platform/redis/connection.ts): how long a write-back may take. */
 const CONTROL_COMMAND_MS = 1_000;
 
 const REVOCATION_KINDS: Readonly<Record<RevocationKind, EntryKind>> = { jti: 'jti', digest: 'tok', sub: 'sub' };

@@ -5,7 +5,7 @@
  * writes back what Redis lacks and reads when anything differs.
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../platform/redis.js';
+import type { RedisClient } from '../platform/redis/connection.js';
 import { Confirmation } from './confirmation.js';
 import type { ChangeResult, ControlStore, StateMeta } from './control-store.js';
 import type { LocalCopy } from './local-copy.js';

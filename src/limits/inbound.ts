@@ -10,7 +10,7 @@
  * Every decision carries the IETF RateLimit fields (src/limits/limit-verdict.ts).
  */
 import type { Principal } from '../auth/principal.js';
-import type { RedisClient, RedisHealth } from '../platform/redis.js';
+import type { RedisClient, RedisHealth } from '../platform/redis/connection.js';
 import { LeasedWindow, redisCount } from './leased-window.js';
 import {
   formatPolicyHeader,
@@ -31,7 +31,7 @@ export interface InboundLimitsOptions {
    * number, until the replicas have been counted (`liveReplicas`).
    */
   readonly replicas: number;
-  /** The replicas counted through Redis, when they have been (src/platform/replica-count.ts). */
+  /** The replicas counted through Redis, when they have been (src/platform/redis/replica-count.ts). */
   readonly liveReplicas?: (() => number | undefined) | undefined;
   readonly redis?:
     | {

@@ -11,7 +11,7 @@
  * (src/upstream-guard/slot-supply.ts).
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../platform/redis.js';
+import type { RedisClient } from '../platform/redis/connection.js';
 import { BudgetContact, type BudgetMode } from './budget-mode.js';
 import { type RegisterCaller, type RegisterRole, type SharedAttempt, SharedLedger } from './shared-ledger.js';
 import type { BudgetLimits } from './slot-ledger.js';
@@ -23,7 +23,7 @@ export const HEARTBEAT_MS = 250;
 /**
  * How long grants stay closed after a new epoch or a rejoin, ms: longer than a replica that can
  * reach Redis takes to hear of it and register its slots: a heartbeat (250 ms), a command's timeout
- * (250 ms), a reconnection attempt (at most 500 ms: src/platform/redis.ts) and, on a cluster, the
+ * (250 ms), a reconnection attempt (at most 500 ms: src/platform/redis/connection.ts) and, on a cluster, the
  * periodic refresh of the slot map that finds a promoted master (1 s).
  */
 export const REJOIN_MS = 2_000;

@@ -28,7 +28,7 @@
  * before (a start) holds no slot the ledger granted: its own register, but it is no part of the
  * quorum, so that it cannot stand in for an absent one.
  */
-import type { RedisClient } from '../platform/redis.js';
+import type { RedisClient } from '../platform/redis/connection.js';
 import { type BudgetLimits, RATE_WINDOW_MS, RESERVE_AHEAD_MS } from './slot-ledger.js';
 
 /** Redis time in ms, the state's epoch (begun anew when lost or written by another process). */

@@ -13,7 +13,7 @@
  * Requests wait in a line of their own (`SlotWaiters`): one that gives up consumes nothing.
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from '../platform/redis.js';
+import type { RedisClient } from '../platform/redis/connection.js';
 import { BudgetConversation } from './budget-conversation.js';
 import type { BudgetMode } from './budget-mode.js';
 import { type BudgetLimits, SlotLedger, spacingMs } from './slot-ledger.js';

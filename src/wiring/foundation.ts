@@ -7,7 +7,7 @@ import type { KeySourceOptions } from '../auth/key-source.js';
 import type { FileConfig } from '../config/schema.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Tracing } from '../observability/tracing.js';
-import type { RedisSettings } from '../platform/redis.js';
+import type { RedisSettings } from '../platform/redis/connection.js';
 import type { Closers } from './closers.js';
 
 export interface ProxyAppOptions {

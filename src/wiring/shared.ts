@@ -4,10 +4,10 @@
  * policy checked as its connection becomes ready. All absent for a single replica without Redis.
  */
 import { errorFields } from '../observability/logger.js';
-import { type EvictionSetting, watchEvictionPolicy } from '../platform/eviction-policy.js';
-import { connectRedis, isSharedRedis, RedisHealth, type SharedRedis } from '../platform/redis.js';
-import { watchRedisDowntime } from '../platform/redis-downtime.js';
-import { countReplicas, type ReplicaCount } from '../platform/replica-count.js';
+import { connectRedis, isSharedRedis, RedisHealth, type SharedRedis } from '../platform/redis/connection.js';
+import { type EvictionSetting, watchEvictionPolicy } from '../platform/redis/eviction-policy.js';
+import { watchRedisDowntime } from '../platform/redis/redis-downtime.js';
+import { countReplicas, type ReplicaCount } from '../platform/redis/replica-count.js';
 import type { Foundation } from './foundation.js';
 
 export interface SharedParts {

@@ -1,5 +1,5 @@
 /**
- * The check of what Redis evicts when full (src/platform/eviction-policy.ts, docs/cache.md): a Redis
+ * The check of what Redis evicts when full (src/platform/redis/eviction-policy.ts, docs/cache.md): a Redis
  * holding the operator state under an `allkeys-*` policy, or a cache Redis under `noeviction` with
  * a `maxmemory`, is named in a warning when the proxy connects; `volatile-lru` passes. Real
  * `redis-server`, real proxy.
@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/observability/logger.js';
-import { evictionProblem, readEvictionSettings } from '../../src/platform/eviction-policy.js';
+import { evictionProblem, readEvictionSettings } from '../../src/platform/redis/eviction-policy.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startProxy, startSandbox } from '../helpers/env.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';

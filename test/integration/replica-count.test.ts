@@ -1,5 +1,5 @@
 /**
- * The replicas counted through Redis (src/platform/replica-count.ts), against a real
+ * The replicas counted through Redis (src/platform/redis/replica-count.ts), against a real
  * `redis-server`: each counts every replica stamping, and keeps the highest count of its memory, so
  * that a replica dropping out (stopped, or cut off from Redis) lowers the shares only once the
  * memory has passed.
@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countReplicas, type ReplicaCount } from '../../src/platform/replica-count.js';
+import { countReplicas, type ReplicaCount } from '../../src/platform/redis/replica-count.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 
 const INTERVAL_MS = 50;

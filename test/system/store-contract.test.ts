@@ -13,7 +13,7 @@ import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
 import { createRedisStore } from '../../src/cache/stores/redis-store.js';
 import { type CacheStore, isCurrent } from '../../src/cache/stores/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { createRedisClient, type RedisClient, RedisHealth } from '../../src/platform/redis.js';
+import { createRedisClient, type RedisClient, RedisHealth } from '../../src/platform/redis/connection.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { clientReady, commandCalls, type RedisServer, startRedis } from '../helpers/redis.js';

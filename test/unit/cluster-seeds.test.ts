@@ -1,12 +1,12 @@
 /**
- * The seed list a cluster client starts over from (src/platform/cluster-seeds.ts): the configured
+ * The seed list a cluster client starts over from (src/platform/redis/cluster-seeds.ts): the configured
  * names resolved to every address they have, and every node of the last slot map; each once. And
  * the one private field of ioredis it writes, held to its shape here, so that an ioredis that
  * renamed it fails this test rather than a failover in production.
  */
 import { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { ClusterSeeds, parseSeed } from '../../src/platform/cluster-seeds.js';
+import { ClusterSeeds, parseSeed } from '../../src/platform/redis/cluster-seeds.js';
 
 describe('cluster seeds', () => {
   it('reads host:port, an IPv6 address in brackets too', () => {

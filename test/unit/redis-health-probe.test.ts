@@ -1,5 +1,5 @@
 /**
- * A node that was late once is used again as soon as it answers (src/platform/redis.ts,
+ * A node that was late once is used again as soon as it answers (src/platform/redis/connection.ts,
  * `RedisHealth`): after a timeout the breaker asks the node `PING` and ends the skip when one is
  * answered in time; a node that stays silent stays skipped, past its skip, until it answers. A fake Redis on loopback that can hold
  * its replies plays the node: `hold()` is a node not scheduled for a moment (its replies wait),
@@ -9,7 +9,12 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { Cluster } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRedisClient, isCommandTimeout, type RedisClient, RedisHealth } from '../../src/platform/redis.js';
+import {
+  createRedisClient,
+  isCommandTimeout,
+  type RedisClient,
+  RedisHealth,
+} from '../../src/platform/redis/connection.js';
 
 const TIMEOUT_MS = 50;
 const SUSPEND_MS = 10_000; // far longer than the test: only a probe can end the skip

@@ -7,7 +7,7 @@
  * lifetime spares the most answers from being stale.
  *
  * The rate is the replica's ceiling, or its share of the fleet's (the fleet's over the replicas
- * counted live, src/platform/replica-count.ts), whichever is lower; the bucket holds a second's worth.
+ * counted live, src/platform/redis/replica-count.ts), whichever is lower; the bucket holds a second's worth.
  */
 export interface AutoRefreshBudgetOptions {
   /** Refreshes a second this replica may start early, at most. */

@@ -6,7 +6,7 @@
  * follower fetches itself.
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient, RedisHealth } from '../../platform/redis.js';
+import type { RedisClient, RedisHealth } from '../../platform/redis/connection.js';
 import type { CacheAddress } from '../entry/cache-key.js';
 
 export type LeaseOutcome = 'acquired' | 'held' | 'unavailable';

@@ -6,7 +6,7 @@
  * them out.
  */
 import { isResourceName, type ResourceName } from '../../catalog/resources.js';
-import type { RedisClient } from '../../platform/redis.js';
+import type { RedisClient } from '../../platform/redis/connection.js';
 
 /**
  * A purge (every entry of the company's resource, or of all its resources, a miss), or an

@@ -7,7 +7,7 @@
  * Every failure is a miss or a skipped write, never an error.
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient, RedisHealth } from '../../platform/redis.js';
+import type { RedisClient, RedisHealth } from '../../platform/redis/connection.js';
 import type { CacheAddress, CacheGroup } from '../entry/cache-key.js';
 import { generationKey } from '../entry/cache-key.js';
 import {

@@ -2,7 +2,7 @@
  * The seed nodes a Redis Cluster client starts over from: after failovers and restarts, the nodes
  * an operator listed may be replicas, gone, or back under new roles. ioredis connects
  * from its seed list and, when it starts over (after the cluster was lost, or by the watchdog in
- * `src/platform/redis.ts`), uses that list again. This keeps it fresh from the cluster's own view:
+ * `src/platform/redis/connection.ts`), uses that list again. This keeps it fresh from the cluster's own view:
  *
  * - the configured seeds, each host name expanded to every address it resolves to (a Kubernetes
  *   headless Service names every pod: `redis-cluster:6379` is all of them, where ioredis's own

@@ -11,7 +11,7 @@
  * A fleet that shrank keeps the smaller shares a while longer, which only costs capacity.
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './connection.js';
 
 export interface ReplicaCount {
   /**

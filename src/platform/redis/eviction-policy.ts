@@ -7,7 +7,7 @@
  * refuses every write once full (pages are served, none stored). Managed Redis services that
  * disable `CONFIG` are not checked.
  */
-import type { RedisClient } from './redis.js';
+import type { RedisClient } from './connection.js';
 
 /** One node's eviction settings. */
 export interface EvictionSetting {

@@ -150,7 +150,7 @@ export const STUCK_CLUSTER_MS = 5_000;
  * A replica never stays cut off from its cluster. ioredis retries on its own;
  * should its cluster client still not be ready after `STUCK_CLUSTER_MS`, it is made to start over:
  * a new connection to the seed nodes (resolved again, with every node of the last slot map: see
- * `src/platform/cluster-seeds.ts`) and a fresh slot map, every `STUCK_CLUSTER_MS` until it is
+ * `src/platform/redis/cluster-seeds.ts`) and a fresh slot map, every `STUCK_CLUSTER_MS` until it is
  * ready. A client closed on purpose stops.
  */
 function reconnectWhenStuck(
