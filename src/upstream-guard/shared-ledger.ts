@@ -21,8 +21,8 @@
  *
  * Grants open before `open` once the ledger counts every replica's slots: while grants are closed,
  * each replica that has registered in the epoch (or is of it already) is marked present, and once
- * the present replicas that were in the fleet before reach the most replicas any of them has
- * counted (`platform/replica-count.ts`: the highest count of the last minutes), no replica can hold
+ * the present replicas that were in the fleet before reach the highest replica count one of them has
+ * seen (`src/platform/redis/replica-count.ts`: the highest count of the last minutes), no replica can hold
  * a slot the ledger lacks, and grants open at once. A replica that died recently keeps that count
  * up, and the window then runs its whole length. A replica that never registered in any epoch
  * before (a start) holds no slot the ledger granted: its own register, but it is no part of the

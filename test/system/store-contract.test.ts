@@ -129,7 +129,7 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       const keys = markKeys('test', list.group);
       expect((await subject.store.lookup(list)).mark ?? '').toBe('');
       const mark = newMark(subject.now());
-      const stored = await subject.store.invalidate({ group: list.group, keys, mark, records: ['81'], keepMs: 60_000 });
+      const stored = await subject.store.invalidate({ keys, mark, records: ['81'], keepMs: 60_000 });
       expect(stored).toBe(true);
       expect((await subject.store.lookup(list)).mark).toBe(mark);
       expect((await subject.store.lookup(record)).mark).toBe(`/${mark}`);
@@ -137,7 +137,7 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       expect((await subject.store.lookup(otherCompany)).mark ?? '').toBe('');
       // The whole resource: every record page, and the lists again.
       const all = newMark(subject.now() + 1);
-      await subject.store.invalidate({ group: list.group, keys, mark: all, records: undefined, keepMs: 60_000 });
+      await subject.store.invalidate({ keys, mark: all, records: undefined, keepMs: 60_000 });
       expect((await subject.store.lookup(list)).mark).toBe(`${all} ${mark}`);
       expect((await subject.store.lookup(record)).mark).toBe(`${all}/${mark}`);
       expect((await subject.store.lookup(otherRecord)).mark).toBe(`${all}/`);
@@ -150,7 +150,6 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       await subject.store.save(a, { ...entry(generation, '{"v":1}', 60_000, at), freshUntil: at + 30_000 });
       const mark = newMark(at + 5);
       await subject.store.invalidate({
-        group: a.group,
         keys: markKeys('test', a.group),
         mark,
         records: ['1'],
@@ -175,7 +174,7 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       const record = address('stocktakes/91', '9');
       const mark = newMark(subject.now());
       const keys = markKeys('test', list.group);
-      await subject.store.invalidate({ group: list.group, keys, mark, records: ['91'], keepMs: 200 });
+      await subject.store.invalidate({ keys, mark, records: ['91'], keepMs: 200 });
       expect((await subject.store.lookup(record)).mark).toBe(`/${mark}`);
       await subject.advance(400);
       expect((await subject.store.lookup(record)).mark ?? '').toBe('');

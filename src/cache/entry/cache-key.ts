@@ -49,7 +49,7 @@ export interface CacheAddress {
 
 /** The marks an invalidation sets (docs/cache.md#soft-invalidation), all in the group's hash slot. */
 export interface MarkKeys {
-  /** Set by every invalidation of the group: any change may move a record into or out of a list. */
+  /** Set by every invalidation of the group: a change can move a record into or out of a list. */
   readonly lists: string;
   /** Set by an invalidation of the whole resource: every record page answers to it. */
   readonly all: string;

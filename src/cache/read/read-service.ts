@@ -219,7 +219,7 @@ class CacheReadService implements ReadService {
       names.map((name) => {
         const group = { company, resource: name };
         const keepMs = keptFor(policies.policyFor(name));
-        return store.invalidate({ group, keys: markKeys(keyPrefix, group), mark, records, keepMs });
+        return store.invalidate({ keys: markKeys(keyPrefix, group), mark, records, keepMs });
       }),
     );
     // Announced after the marks are stored: a replica that stops serving its L1 copies reads them.

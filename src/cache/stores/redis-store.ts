@@ -26,7 +26,7 @@ import { type CacheStore, type FreshenResult, type Invalidation, newGeneration, 
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
 
-function generationText(stored: Buffer | null | undefined): string | undefined {
+function textOf(stored: Buffer | null | undefined): string | undefined {
   return stored === null || stored === undefined ? undefined : stored.toString('utf8');
 }
 
@@ -36,8 +36,8 @@ function found(
   generation: Buffer | null | undefined,
   marks: ReadonlyArray<Buffer | null | undefined>,
 ): StoreLookup {
-  const mark = pageMark(marks.map(generationText));
-  return { entry, generation: generationText(generation), available: true, ...(mark !== '' && { mark }) };
+  const mark = pageMark(marks.map(textOf));
+  return { entry, generation: textOf(generation), available: true, ...(mark !== '' && { mark }) };
 }
 
 /**
@@ -239,12 +239,18 @@ class RedisStore implements CacheStore {
     }
   }
 
-  /** A script on one key, sent by its hash, and by its text where the node does not have it yet. */
-  #script(script: string, sha: string, key: string, ...args: ReadonlyArray<Buffer | number>): Promise<unknown> {
+  /** A script on keys of one hash slot, sent by its hash, and by its text where the node does not have it yet. */
+  #script(
+    script: string,
+    sha: string,
+    keys: string | readonly string[],
+    ...args: ReadonlyArray<Buffer | number | string>
+  ): Promise<unknown> {
+    const named = typeof keys === 'string' ? [keys] : keys;
     return this.#client
-      .evalsha(sha, 1, key, ...args)
+      .evalsha(sha, named.length, ...named, ...args)
       .catch((error: unknown) =>
-        isNoScript(error) ? this.#client.eval(script, 1, key, ...args) : Promise.reject(error),
+        isNoScript(error) ? this.#client.eval(script, named.length, ...named, ...args) : Promise.reject(error),
       );
   }
 
@@ -261,13 +267,7 @@ class RedisStore implements CacheStore {
     const all = [...kept, ...expiring];
     const px = Math.max(1, Math.ceil(keepMs));
     try {
-      await this.#client
-        .evalsha(MARK_SHA, all.length, ...all, mark, kept.length, px, HISTORY)
-        .catch((error: unknown) =>
-          isNoScript(error)
-            ? this.#client.eval(MARK_SCRIPT, all.length, ...all, mark, kept.length, px, HISTORY)
-            : Promise.reject(error),
-        );
+      await this.#script(MARK_SCRIPT, MARK_SHA, all, mark, kept.length, px, HISTORY);
       return true;
     } catch (error) {
       this.#failed('invalidate', keys.lists, error);

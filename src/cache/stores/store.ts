@@ -31,7 +31,6 @@ export interface StoreLookup {
  * pages of the records named, or of every record when none is named.
  */
 export interface Invalidation {
-  readonly group: CacheGroup;
   /** The group's mark keys (`markKeys` under the cache's key prefix). */
   readonly keys: MarkKeys;
   /** The new mark (marks.ts, `newMark`): one per invalidation, as every replica is told it. */

@@ -44,14 +44,16 @@ function parseBody(input: unknown): { readonly changes: readonly Change[] } | { 
 
 type Change = z.infer<typeof change>;
 
-/** The changes by company and resource, their ids merged: one invalidation per group. */
-function grouped(
-  changes: readonly Change[],
-): Map<string, { company: string; resource: ResourceName | undefined; ids: Set<string> | undefined }> {
-  const groups = new Map<
-    string,
-    { company: string; resource: ResourceName | undefined; ids: Set<string> | undefined }
-  >();
+/** A company's changes to one resource (or all), their record ids merged; `ids` undefined: all of them. */
+interface ChangedGroup {
+  readonly company: string;
+  readonly resource: ResourceName | undefined;
+  ids: Set<string> | undefined;
+}
+
+/** The changes by company and resource: one invalidation per group. */
+function grouped(changes: readonly Change[]): Map<string, ChangedGroup> {
+  const groups = new Map<string, ChangedGroup>();
   for (const { company_id: company, resource, ids } of changes) {
     const name = resource !== undefined && isResourceName(resource) ? resource : undefined;
     const key = `${company} ${name ?? '*'}`;
