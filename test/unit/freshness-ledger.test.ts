@@ -10,7 +10,7 @@ import { type CacheAddress, cacheAddress } from '../../src/cache/entry/cache-key
 import type { CacheEntry } from '../../src/cache/entry/entry.js';
 import { changeRate, NO_CHANGE_NOTE, NO_REFRESH_NOTE } from '../../src/cache/freshness/freshness-advice.js';
 import { FreshnessLedger, WINDOW_MINUTES } from '../../src/cache/freshness/freshness-ledger.js';
-import type { FillObservation } from '../../src/cache/read/fill.js';
+import type { FillObservation } from '../../src/cache/read/fill-result.js';
 import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';

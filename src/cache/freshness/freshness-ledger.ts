@@ -8,7 +8,7 @@
  */
 import { RESOURCE_NAMES, type ResourceName } from '../../catalog/resources.js';
 import type { Metrics } from '../../observability/metrics.js';
-import type { FillObservation } from '../read/fill.js';
+import type { FillObservation } from '../read/fill-result.js';
 import { adviceFor, type ResourceFreshness, type WindowTotals } from './freshness-advice.js';
 
 /** The window of the advice: this many one-minute buckets, the current one included. */

@@ -29,7 +29,7 @@ import type { PrefetchResult } from '../../observability/metrics.js';
 import { followsCursor, nextCursor, nextPageRead } from '../../request/next-page.js';
 import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
-import type { Fill, LeadBackgroundFill } from '../read/fill.js';
+import type { Fill, LeadBackgroundFill } from '../read/fill-result.js';
 import type { ReadRequest } from '../read/origin.js';
 import type { EffectivePolicy } from '../read/policy.js';
 import { withPolicy } from '../read/read-outcome.js';

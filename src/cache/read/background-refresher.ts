@@ -7,7 +7,7 @@ import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
 import type { L1Cache } from '../stores/l1.js';
 import { isCurrent, type StoreLookup } from '../stores/store.js';
-import type { LeadBackgroundFill } from './fill.js';
+import type { LeadBackgroundFill } from './fill-result.js';
 import type { ReadRequest } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 import { refreshAheadAt, refreshWindowStart } from './refresh-ahead.js';

@@ -5,7 +5,7 @@
  */
 import type { RequestTrace } from '../../observability/tracing.js';
 import type { PrefetchStanding } from '../prefetch/prefetch-standing.js';
-import type { Fill } from './fill.js';
+import type { Fill } from './fill-result.js';
 import type { ReadRequest } from './origin.js';
 
 export interface Joined {

@@ -15,40 +15,34 @@
  *           401 / 403 / 429 / other 4xx           → the leader's alone; each waiter fetches itself
  *
  * Its parts, each the owner of one piece of state: the store reads in flight (store-reads.ts), the
- * fills in flight (fill-table.ts), the fill itself with its lease (fill.ts), and the background
- * refreshes (background-refresher.ts).
+ * copies held in this process (copies-in-process.ts), the fills in flight and the fill itself
+ * (fill-serving.ts, fill.ts, fetch-and-store.ts), the background refreshes
+ * (background-refresher.ts), the walks ahead (prefetcher.ts), and purges and invalidations
+ * (group-changes.ts).
  */
-import { RESOURCE_NAMES, type ResourceName } from '../../catalog/resources.js';
+import type { ResourceName } from '../../catalog/resources.js';
 import type { ProxyError } from '../../errors/proxy-error.js';
 import type { Metrics } from '../../observability/metrics.js';
 import type { StoreLookupResult } from '../../observability/tracing.js';
 import { AddressMemo } from '../entry/address-memo.js';
-import { type CacheAddress, groupTag, markKeys } from '../entry/cache-key.js';
+import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
-import { newMark } from '../entry/marks.js';
 import { PrefetchLedger } from '../prefetch/prefetch-ledger.js';
 import { Prefetcher } from '../prefetch/prefetcher.js';
 import type { L1Cache } from '../stores/l1.js';
-import type { CacheStore, StoreLookup } from '../stores/store.js';
+import type { CacheStore } from '../stores/store.js';
 import type { AutoRefreshBudget } from './auto-refresh-budget.js';
 import { BackgroundRefresher } from './background-refresher.js';
 import type { FillCoordinator } from './coordinator.js';
-import { type Fill, Filler, type FillObservation, unaskedNotModified } from './fill.js';
-import { FillTable, type Joined } from './fill-table.js';
-import type { Origin, OriginAnswer, OriginFailure, ReadRequest } from './origin.js';
+import { CopiesInProcess } from './copies-in-process.js';
+import type { FillObservation } from './fill-result.js';
+import { FillServing } from './fill-serving.js';
+import { GroupChanges } from './group-changes.js';
+import type { Origin, ReadRequest } from './origin.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
-import { createLocalPurgeBus, type PurgeBus } from './purge-bus.js';
-import {
-  fromAnswer,
-  fromEntry,
-  lifetimeMs,
-  type ReadOutcome,
-  servedEntry,
-  staleIfError,
-  wholeSeconds,
-  withPolicy,
-} from './read-outcome.js';
-import { StoreReads } from './store-reads.js';
+import type { PurgeBus } from './purge-bus.js';
+import { fromEntry, lifetimeMs, type ReadOutcome, servedEntry, wholeSeconds } from './read-outcome.js';
+import { type StoreFinding, StoreReads } from './store-reads.js';
 
 export type { ReadRequest };
 
@@ -89,7 +83,7 @@ export interface ReadServiceOptions {
     Metrics,
     'coalesced' | 'l1Lookup' | 'storeLookup' | 'revalidation' | 'prefetch' | 'invalidation'
   >;
-  /** Told of every fill the upstream answered with a cacheable page or a 304 (fill.ts). */
+  /** Told of every fill the upstream answered with a cacheable page or a 304 (fetch-and-store.ts). */
   readonly onFill?: (observation: FillObservation) => void;
   /** The ceiling on refreshes that automatic lifetimes start before `max` (auto-refresh-budget.ts). */
   readonly autoBudget?: Pick<AutoRefreshBudget, 'take'>;
@@ -118,26 +112,6 @@ export interface ReadServiceOptions {
   readonly onPrefetch?: (settled: Promise<void>) => void;
 }
 
-/**
- * How long an entry filled under a policy may be kept at most, ms: its longest freshness and stale
- * window, and the minute a page fetched ahead is kept past its freshness (fill.ts). A record's
- * invalidation mark lives that long: by then every entry filled before it has gone.
- */
-function keptFor(policy: EffectivePolicy): number {
-  const fresh = Math.max(policy.ttl, policy.notFoundTtl, policy.autoTtl?.max ?? 0);
-  return (fresh + Math.max(policy.staleWhileRevalidate, policy.staleIfError) + 60) * 1000;
-}
-
-/** Fills a request joins or leads before it fetches with its own token regardless. */
-const MAX_JOIN_ATTEMPTS = 3;
-
-/** A key's lookup in the store, with the entry under the policy in force and what was found. */
-interface StoreFinding {
-  readonly lookup: StoreLookup;
-  readonly current: CacheEntry | undefined;
-  readonly found: StoreLookupResult;
-}
-
 export function createReadService(options: ReadServiceOptions): ReadService {
   return new CacheReadService(options);
 }
@@ -145,43 +119,38 @@ export function createReadService(options: ReadServiceOptions): ReadService {
 class CacheReadService implements ReadService {
   readonly #options: ReadServiceOptions;
   readonly #now: () => number;
+  readonly #addresses: AddressMemo;
   readonly #reads: StoreReads;
-  readonly #fills = new FillTable();
-  readonly #filler: Filler;
+  readonly #copies: CopiesInProcess;
+  readonly #fills: FillServing;
   readonly #refresher: BackgroundRefresher;
   readonly #prefetcher: Prefetcher;
-  readonly #purges: PurgeBus;
-  readonly #addresses: AddressMemo;
+  readonly #changes: GroupChanges;
 
   constructor(options: ReadServiceOptions) {
-    this.#options = options;
-    this.#addresses = new AddressMemo(options.keyPrefix);
-    this.#now = options.now ?? Date.now;
+    const now = options.now ?? Date.now;
     const { l1 } = options;
+    this.#options = options;
+    this.#now = now;
+    this.#addresses = new AddressMemo(options.keyPrefix);
     this.#reads = new StoreReads(options.store, l1 && (() => l1.sequence()));
-    this.#filler = new Filler({ ...options, now: this.#now });
+    this.#copies = new CopiesInProcess({ store: options.store, l1, reads: this.#reads, now });
+    this.#fills = new FillServing({
+      ...options,
+      now,
+      served: (request, address, policy, entry) => this.#prefetcher.served(request, address, policy, entry),
+    });
     this.#refresher = new BackgroundRefresher({
       ahead: options.refreshAhead ?? 0,
       maxRunning: options.maxBackgroundRefreshes ?? Number.POSITIVE_INFINITY,
       reads: this.#reads,
-      l1: options.l1,
-      filling: (key) => this.#fills.has(key),
-      lead: (request, address, policy, lookup) => this.#joinOrLead(request, address, policy, lookup, true).fill,
+      l1,
+      filling: (key) => this.#fills.isFilling(key),
+      lead: this.#fills.lead,
       onRefresh: options.onBackgroundRefresh,
     });
     this.#prefetcher = this.#createPrefetcher(options);
-    this.#purges = options.purges ?? createLocalPurgeBus();
-    // The cache subscribes to its own announcements: a replica's L1 never serves a group purged
-    // anywhere, nor a copy set before an invalidation of its group.
-    this.#purges.subscribe((announcement) => {
-      const { l1 } = options;
-      if (l1 === undefined) return;
-      for (const name of announcement.resource === undefined ? RESOURCE_NAMES : [announcement.resource]) {
-        const tag = groupTag({ company: announcement.company, resource: name });
-        if (announcement.kind === 'purge') l1.forgetGroup(tag);
-        else l1.markGroup(tag, announcement.mark);
-      }
-    });
+    this.#changes = new GroupChanges({ ...options, now });
   }
 
   #createPrefetcher(options: ReadServiceOptions): Prefetcher {
@@ -191,41 +160,23 @@ class CacheReadService implements ReadService {
       depth: settings.depth,
       ledger: new PrefetchLedger({ maxInFlight: settings.maxConcurrent, maxPerCompany: settings.maxPerCompany }),
       addressOf: (request) => this.#addressOf(request),
-      held: (address, policy) => this.#freshCopy(address, policy),
-      filling: (key) => this.#fills.has(key),
+      held: (address, policy) => this.#copies.fresh(address, policy),
+      filling: (key) => this.#fills.isFilling(key),
       reads: this.#reads,
       takeAhead: (address) => options.store.takeAhead(address),
-      lead: (request, address, policy, lookup) => this.#joinOrLead(request, address, policy, lookup, true).fill,
+      lead: this.#fills.lead,
       now: this.#now,
       count: metrics === undefined ? undefined : (result) => metrics.prefetch(result),
       onWalk: options.onPrefetch,
     });
   }
 
-  async purge(company: string, resource?: ResourceName): Promise<boolean> {
-    const groups = (resource === undefined ? RESOURCE_NAMES : [resource]).map((name) => ({ company, resource: name }));
-    const generations = await Promise.all(groups.map((group) => this.#options.store.purge(group)));
-    // Announced after the new generation is stored: a replica that drops its L1 copy then reads
-    // the new generation, never the old one again.
-    const announced = await this.#purges.announce({ kind: 'purge', company, resource });
-    return announced && generations.every((g) => g !== undefined);
+  purge(company: string, resource?: ResourceName): Promise<boolean> {
+    return this.#changes.purge(company, resource);
   }
 
-  async invalidate(company: string, resource: ResourceName | undefined, records?: readonly string[]): Promise<boolean> {
-    const { store, policies, keyPrefix } = this.#options;
-    const names = resource === undefined ? RESOURCE_NAMES : [resource];
-    const mark = newMark(this.#now());
-    const stored = await Promise.all(
-      names.map((name) => {
-        const group = { company, resource: name };
-        const keepMs = keptFor(policies.policyFor(name));
-        return store.invalidate({ keys: markKeys(keyPrefix, group), mark, records, keepMs });
-      }),
-    );
-    // Announced after the marks are stored: a replica that stops serving its L1 copies reads them.
-    const announced = await this.#purges.announce({ kind: 'invalidate', company, resource, mark });
-    this.#options.metrics?.invalidation(records === undefined ? 'resource' : 'records');
-    return announced && stored.every(Boolean);
+  invalidate(company: string, resource: ResourceName | undefined, records?: readonly string[]): Promise<boolean> {
+    return this.#changes.invalidate(company, resource, records);
   }
 
   serveHot(request: ReadRequest): ReadOutcome | undefined {
@@ -240,9 +191,9 @@ class CacheReadService implements ReadService {
     const { policy, address } = this.#addressOf(request);
     const hot = this.#hotHit(request, address, policy);
     if (hot !== undefined) return hot;
-    const looked = await this.#lookUp(request, address, policy);
-    const held = this.#serveStored(request, address, policy, looked);
-    return held ?? this.#serveByFill(request, address, policy, looked);
+    const finding = await this.#lookUp(request, address, policy);
+    const stored = this.#serveStored(request, address, policy, finding);
+    return stored ?? this.#fills.serve(request, address, policy, finding);
   }
 
   #addressOf(request: ReadRequest): { readonly policy: EffectivePolicy; readonly address: CacheAddress } {
@@ -250,75 +201,20 @@ class CacheReadService implements ReadService {
     return { policy, address: this.#addresses.address(request.read, request.principal, policy.partition) };
   }
 
-  /**
-   * A copy held in this process, under the policy in force: the L1 in front of a remote store, or
-   * the store itself. An L1 copy whose lifetime ran out serves on while the store cannot be asked
-   * for it (its node skipped after a failure), or, lapsed within a lifetime, while it is being read
-   * for its key (a confirmation, or a request's lookup: a command timeout at most): no hit waits for
-   * Redis, nor asks a Redis known not to answer (docs/cache.md#when-redis-fails).
-   */
-  #copyInProcess(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
-    const { l1, store } = this.#options;
-    let entry: CacheEntry | undefined;
-    if (l1 !== undefined) entry = l1.get(address.key, address.tag) ?? this.#lapsedCopy(l1, address);
-    else if (store.peek !== undefined) return servedEntry(store.peek(address), policy);
-    return entry === undefined ? undefined : withPolicy(entry, policy);
-  }
-
-  /** An L1 copy past its lifetime that may still serve now (`#copyInProcess`). */
-  #lapsedCopy(l1: L1Cache, address: CacheAddress): CacheEntry | undefined {
-    if (this.#options.store.reachable?.(address) === false) return l1.latest(address.key, address.tag);
-    return this.#reads.isReading(address.key) ? l1.lapsed(address.key, address.tag) : undefined;
-  }
-
-  /** A fresh copy held in this process. */
-  #freshCopy(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
-    const entry = this.#copyInProcess(address, policy);
-    return entry !== undefined && this.#now() < entry.freshUntil ? entry : undefined;
-  }
-
-  /** A fresh entry held in this process, served. */
+  /** A fresh copy held in this process, served (copies-in-process.ts). */
   #hotHit(request: ReadRequest, address: CacheAddress, policy: EffectivePolicy): ReadOutcome | undefined {
-    const entry = this.#copyInProcess(address, policy);
+    const entry = this.#copies.copy(address, policy);
     if (entry === undefined) return undefined;
     const at = this.#now();
     if (at >= entry.freshUntil) return undefined;
-    const due = this.#options.l1?.dueForReread(address.key);
-    if (due !== undefined && !this.#reads.isReading(address.key)) this.#rereadIntoL1(address, policy, due);
+    this.#copies.confirmIfDue(address, policy);
     if (this.#refresher.isDue(address.key, entry, at)) this.#refresher.refreshAhead(request, address, policy, entry);
     this.#prefetcher.served(request, address, policy, entry);
     return fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) });
   }
 
   /**
-   * Confirms an L1 copy (as stored: the L1 holds entries as the store has them, the policy applied
-   * per hit) against the store before the L1 lets it go (l1.ts, `dueForReread`): the copy is served
-   * meanwhile, and kept for another L1 lifetime when the store still holds it (confirmed by its
-   * stored prefix: no body read, nothing decoded), replaced by the store's newer one, or dropped
-   * by a new generation. A hot page then never misses the L1, and no hit waits for Redis.
-   */
-  #rereadIntoL1(address: CacheAddress, policy: EffectivePolicy, held: CacheEntry): void {
-    const { l1 } = this.#options;
-    this.#reads.read(address, held).then(
-      (lookup) => {
-        // Unconfirmed because the store cannot be asked: the copy serves on (l1.ts).
-        if (!lookup.available) return l1?.renew(address.key);
-        l1?.noteGeneration(address.tag, lookup.generation);
-        const served = servedEntry(lookup, policy);
-        if (served === undefined || lookup.entry === undefined || this.#now() >= served.freshUntil) return;
-        // Confirmed, the held object itself comes back and is kept: no new entry per L1 lifetime,
-        // which would be old-generation garbage once a second for every hot page
-        // (docs/architecture.md#why-the-hit-path-is-built-as-it-is). Read whole, the store's
-        // entry replaces the copy, so that its stored form is the one confirmed next time (a page
-        // taken since it was fetched ahead differs from its copy by a flag alone).
-        l1?.set(address.key, lookup.entry, lookup.since);
-      },
-      () => undefined, // a failed read changes nothing: the copy expires as it would have
-    );
-  }
-
-  /**
-   * The store's copy. StoreFinding up even while a fill runs: a stale copy is served at once during a
+   * The store's copy, looked up even while a fill runs: a stale copy is served at once during a
    * background refresh, and is the stale-if-error fallback of a request that joins a fill. The L1's
    * last copy of the page, if any, is what the store confirms by its stored prefix (a page read
    * again after an idle spell costs no body and no decoding); while the store cannot be asked, it
@@ -380,88 +276,5 @@ class CacheReadService implements ReadService {
     // every few seconds waits for its refresh rather than be served tens of seconds old.
     if (policy.autoTtl !== undefined) window = Math.min(window, lifetimeMs(entry, policy));
     return entry.invalidatedAt === undefined ? window : Math.min(window, this.#options.invalidatedStaleForMs ?? window);
-  }
-
-  /** One fill for the key, led or joined; the leader's private answer is its own (the others try again). */
-  async #serveByFill(
-    request: ReadRequest,
-    address: CacheAddress,
-    policy: EffectivePolicy,
-    { lookup, current }: StoreFinding,
-  ): Promise<ReadOutcome | ProxyError> {
-    /** A failure, or a 429 (docs/limits.md#the-upstream-guard), is answered with the stale copy while staleIfError allows. */
-    const failed = (failure: OriginFailure): ReadOutcome | ProxyError =>
-      staleIfError(current, policy, this.#now(), failure.fwdStatus, failure.upstreamMs) ?? failure.error;
-    const passOn = (answer: OriginAnswer): ReadOutcome =>
-      (answer.status === 429 ? staleIfError(current, policy, this.#now(), 429, answer.elapsedMs) : undefined) ??
-      fromAnswer(answer);
-
-    for (let attempt = 0; attempt < MAX_JOIN_ATTEMPTS; attempt++) {
-      const joined = this.#joinOrLead(request, address, policy, lookup);
-      const result = await this.#awaitFill(request, joined);
-      if (result.kind === 'entry') {
-        this.#prefetcher.served(request, address, policy, result.entry);
-        return this.#fromFill(result, joined.leader, policy);
-      }
-      // A prefetch's refusal (no upstream slot to spare) is no answer for a client that joined it.
-      if (result.kind === 'failure' && result.outcome.spareRefused !== true) return failed(result.outcome);
-      if (result.kind === 'failure') continue;
-      if (result.kind === 'private' && joined.leader) return passOn(result.answer);
-      // The leader's 401/403/429 was its own, or a background refresh stood down: this request
-      // tries again with its own token (docs/cache.md), leading or joining the next fill.
-    }
-    // Unconditional: a 304 to it is no answer (src/upstream/fetch-read.ts makes it a failure).
-    const own = await this.#options.fetch(request);
-    if (own.kind === 'not-modified') return failed(unaskedNotModified(own.notModified.elapsedMs));
-    return own.kind === 'failure' ? failed(own) : passOn(own.answer);
-  }
-
-  /**
-   * A follower in this process waits on the leader's fill: its span links to the leader's request,
-   * whose trace holds the upstream exchange (OpenTelemetry links: a causal relation between traces;
-   * the follower's own trace stays its client's).
-   */
-  async #awaitFill(request: ReadRequest, joined: Joined): Promise<Fill> {
-    const waiting = joined.leader ? undefined : request.trace?.coalescedWait('process', joined.leaderTrace);
-    let result: Fill;
-    try {
-      result = await joined.fill;
-    } catch (error) {
-      waiting?.end(false);
-      throw error;
-    }
-    waiting?.end(result.kind === 'entry' || result.kind === 'failure');
-    return result;
-  }
-
-  #fromFill(result: Extract<Fill, { kind: 'entry' }>, leader: boolean, policy: EffectivePolicy): ReadOutcome {
-    const collapsed = !leader || result.collapsed;
-    if (collapsed) this.#options.metrics?.coalesced(leader ? 'replicas' : 'process');
-    // A refresh of a stored entry forwarded a stale one (RFC 9211 §2.2: `fwd=stale`), and a 304
-    // is what the upstream answered it (`fwd-status=304`), though the client gets the stored 200.
-    const revalidated = result.revalidation !== undefined;
-    const fwdStatus = result.revalidation === 'not_modified' ? 304 : result.entry.status;
-    return fromEntry(
-      // The policy in force now, as for every answer from an entry (another replica filled it).
-      withPolicy(result.entry, policy),
-      this.#now(),
-      collapsed
-        ? { kind: 'collapsed', fwdStatus, stale: revalidated }
-        : { kind: 'miss', fwdStatus, stored: result.stored, stale: revalidated },
-      // A follower waited on the leader's upstream exchange: that time is not the proxy's own.
-      result.upstreamMs,
-    );
-  }
-
-  #joinOrLead(
-    request: ReadRequest,
-    address: CacheAddress,
-    policy: EffectivePolicy,
-    lookup: StoreLookup,
-    background = false,
-  ): Joined {
-    return this.#fills.joinOrLead(address.key, request, () =>
-      this.#filler.fill(request, address, policy, lookup, background),
-    );
   }
 }

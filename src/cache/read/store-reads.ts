@@ -4,6 +4,7 @@
  * own. Only reads that may be shared go through it: a fill's reads after its lease must see the
  * store as it is then, and read it directly.
  */
+import type { StoreLookupResult } from '../../observability/tracing.js';
 import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
 import type { CacheStore, StoreLookup } from '../stores/store.js';
@@ -41,4 +42,11 @@ export class StoreReads {
   isReading(key: string): boolean {
     return this.#reading.has(key);
   }
+}
+
+/** A key's lookup in the store, with the entry under the policy in force and what was found. */
+export interface StoreFinding {
+  readonly lookup: StoreLookup;
+  readonly current: CacheEntry | undefined;
+  readonly found: StoreLookupResult;
 }

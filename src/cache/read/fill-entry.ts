@@ -1,0 +1,104 @@
+/**
+ * The entries a fill stores: a new one for a cacheable answer, or the stored one revalidated
+ * (RFC 9111 §4.3.4), each with the times of the policy in force and the page's own lifetime.
+ */
+import { brotliBody, type CacheEntry, strongEtag } from '../entry/entry.js';
+import { headsOf } from '../entry/marks.js';
+import type { OriginAnswer, Validators } from './origin.js';
+import type { EffectivePolicy } from './policy.js';
+
+/** How long past its freshness a page fetched ahead is kept at least, ms (docs/cache.md#prefetch). */
+const AHEAD_KEPT_MS = 60_000;
+
+/** What a new entry is stored under: the group's generation, its marks and the page's own lifetime. */
+export interface StoredUnder {
+  readonly generation: string;
+  readonly mark: string | undefined;
+  readonly lifetimeMs: number | undefined;
+}
+
+/**
+ * The times of an entry stored at `storedAt` under the policy in force, and its own lifetime when
+ * the policy gives pages theirs (auto-lifetime.ts).
+ */
+function timesFor(
+  status: number,
+  policy: EffectivePolicy,
+  storedAt: number,
+  autoLifetimeMs: number | undefined,
+): Pick<CacheEntry, 'storedAt' | 'freshUntil' | 'keepUntil' | 'autoLifetimeMs'> {
+  const ttlMs = autoLifetimeMs ?? (status === 200 ? policy.ttl : policy.notFoundTtl) * 1000;
+  const freshUntil = storedAt + ttlMs;
+  return {
+    storedAt,
+    freshUntil,
+    keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,
+    autoLifetimeMs,
+  };
+}
+
+/**
+ * The entry for a cacheable answer (a well-formed 200, or the 404 of a single record); a
+ * prefetch's is flagged as fetched ahead until a request takes it (docs/cache.md#prefetch).
+ */
+export function entryFor(
+  answer: OriginAnswer,
+  policy: EffectivePolicy,
+  under: StoredUnder,
+  storedAt: number,
+  ahead: boolean,
+): CacheEntry {
+  const etag = strongEtag(answer.body);
+  const times = timesFor(answer.status, policy, storedAt, under.lifetimeMs);
+  return {
+    status: answer.status,
+    contentType: answer.contentType ?? 'application/json',
+    etag,
+    body: answer.body,
+    // Compressed once, here: the store keeps it, and `br` clients are sent it, this one included.
+    brotli: brotliBody(answer.body, etag),
+    ...times,
+    // Kept a while past its freshness even without stale windows: the replica that fetched it
+    // reads then whether a request took it (a longer keep serves nothing stale: the windows do).
+    ...(ahead && { keepUntil: Math.max(times.keepUntil, times.freshUntil + AHEAD_KEPT_MS) }),
+    generation: under.generation,
+    upstreamEtag: answer.etag,
+    lastModified: answer.lastModified,
+    ...(ahead && { ahead: true }),
+    // The marks read before the upstream was asked (marks.ts): a change announced since leaves it stale.
+    ...(under.mark !== undefined && under.mark !== '' && { mark: under.mark }),
+  };
+}
+
+/**
+ * The stored entry revalidated at `at` (RFC 9111 §4.3.4): its response and body, the times of the
+ * policy in force now, the validators the origin gave this time, and the page's marks read before
+ * it was asked.
+ */
+export function revalidated(
+  current: CacheEntry,
+  policy: EffectivePolicy,
+  at: number,
+  validators: Validators,
+  mark: string | undefined,
+  lifetimeMs: number | undefined,
+): CacheEntry {
+  return {
+    ...current,
+    mark: mark === undefined || mark === '' ? undefined : headsOf(mark),
+    // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
+    ahead: undefined,
+    ...timesFor(current.status, policy, at, lifetimeMs),
+    upstreamEtag: validators.etag,
+    lastModified: validators.lastModified,
+  };
+}
+
+/** Whether a 200 or 404 carries the very response stored: status, type and every body byte. */
+export function isSameAnswer(current: CacheEntry, answer: OriginAnswer): boolean {
+  return (
+    current.status === answer.status &&
+    current.contentType === (answer.contentType ?? 'application/json') &&
+    current.body.equals(answer.body)
+  );
+}
