@@ -5,21 +5,14 @@
  */
 
 import { say } from './lib/format.js';
-import { type FreshnessVariant, type FreshnessWorkload, freshnessSettings, runFreshness } from './phases/freshness.js';
-
-export const FRESHNESS_RUNS: ReadonlyArray<readonly [FreshnessVariant, FreshnessWorkload]> = [
-  ['fixed', 'mixed'],
-  ['invalidated', 'mixed'],
-  ['fixed', 'pages'],
-  ['auto', 'pages'],
-];
+import { FRESHNESS_RUNS, freshnessSettings, runFreshness } from './phases/freshness.js';
 
 const only = process.argv[2];
 if (only !== undefined && only !== 'mixed' && only !== 'pages') {
   process.stderr.write('usage: npm run bench:freshness [-- mixed|pages]\n');
   process.exit(2);
 }
-for (const [variant, workload] of FRESHNESS_RUNS) {
+for (const [variant, workload] of Object.values(FRESHNESS_RUNS)) {
   if (only !== undefined && workload !== only) continue;
   await runFreshness(freshnessSettings(), [], variant, workload);
   say();

@@ -1,291 +1,82 @@
 /**
- * The end of `npm run bench`: the targets with their verdicts, and the Markdown that
- * docs/benchmarks.md takes verbatim (a stamp line with the command, the date and the machine,
- * the figures per target, the targets table), so the figures there are always one run's.
+ * The end of `npm run bench`: the targets with their verdicts (bench/report/verdicts.ts,
+ * bench/report/phase-verdicts.ts), the Markdown that docs/benchmarks.md takes verbatim
+ * (bench/report/markdown.ts: a stamp line with the command, the date and the machine, the figures
+ * per target, the targets table), so the figures there are always one run's, and the
+ * `BENCH_RESULT {json}` line (bench/report/result-line.ts).
  */
-import { fmt, fmtInt, markdownTable, verdict } from './lib/format.js';
-import type { Summary } from './lib/rounds.js';
-import type { AllocationFigures } from './phases/allocation.js';
+import { BENCHMARKS_DOC, docsBlock, fmt, fmtInt, runStamp, say } from './lib/format.js';
+import { TARGET_US_PER_429 } from './phases/rate-limited.js';
+import { TARGET_STORED_RATIO } from './phases/stored-bytes.js';
+import { type BenchRun, type TargetFigures, targetFigures, targetRows } from './report/figures.js';
+import { benchMarkdown, disturbanceOf } from './report/markdown.js';
+import { crowdVerdict, freshnessVerdicts, neighbourVerdict } from './report/phase-verdicts.js';
+import { benchResultLine } from './report/result-line.js';
+import { type Verdict, verdicts } from './report/verdicts.js';
+import { BARE, NGINX, PROXY, PROXY_BR } from './run/hit-rounds.js';
 
-/** The targets (docs/benchmarks.md#targets). */
-export const TARGETS = {
-  /** Cache hits against the bare server, closed loop (wrk), on 50 pages and on one page. */
-  hitRatio: 0.7,
-  /** A hit's CPU against the bare server's per answer, at most (the same goal, read by CPU). */
-  hitCpuVersusBare: 1.45,
-  /** Bytes a hit allocates against the bare server's per answer, at most. */
-  allocationVersusBare: 1.5,
-  /** In the steady run of the allocation phase: no young-generation pause longer, no full collection. */
-  longestYoungPauseMs: 3,
-  /** The first second after an idle spell against the steady seconds after it (p99). */
-  resumeVersusSteady: 2,
-  /** The proxy's p99 at full load over 50 pages against nginx's in the same run. */
-  p99VersusNginx: 2,
-  /** The proxy's p99 at half load against nginx's at the same rate, in the same rounds. */
-  halfLoadVersusNginx: 2,
-  /**
-   * The half-load phase judges only when its ruler is shorter than what it measures: the anchors'
-   * p99 (bare and nginx) within this, and the generator's own schedule error (p99) within the next.
-   */
-  halfLoadAnchorP99Ms: 2,
-  generatorErrorP99Ms: 1,
-  /** A `br` hit's bytes per answer against an identity hit's, over 50 pages. */
-  brBytesRatio: 0.2,
-} as const;
+// The names the tests of the report and of docs/benchmarks.md read.
+export type { TargetFigures } from './report/figures.js';
+export { benchMarkdown, FIGURES_HEADER, VERDICTS_HEADER } from './report/markdown.js';
+export { type Verdict, verdicts } from './report/verdicts.js';
 
-export interface TargetFigures {
-  readonly name: string;
-  readonly fiftyPages: Summary;
-  readonly onePage: Summary;
-  /** req/s over the bare server's (ratio of the medians). */
-  readonly ratioFiftyPages: number;
-  readonly ratioOnePage: number;
-  /** The bare server's CPU per request over this target's: the ratio both would reach CPU-bound. */
-  readonly cpuRatioFiftyPages: number;
-  readonly cpuRatioOnePage: number;
-  readonly halfLoadP99Ms: number;
-  /** The paced generator's own schedule error in this target's half-load rounds, p99 (median of rounds). */
-  readonly halfLoadGeneratorErrorP99Ms: number;
-}
-
-export interface Verdict {
-  readonly target: string;
-  readonly figure: string;
-  /** undefined: could not be judged in this run (e.g. no nginx). */
-  readonly pass: boolean | undefined;
-}
-
-export interface VerdictInput {
-  readonly proxy: TargetFigures;
-  /** The proxy's hits with `Accept-Encoding: br`, when measured. */
-  readonly proxyBr?: TargetFigures | undefined;
-  /** The pages' mean body bytes, identity and `br` (the warm phase). */
-  readonly bodies?: { readonly identity: number; readonly br: number } | undefined;
-  readonly nginx: TargetFigures | undefined;
-  readonly bare: TargetFigures | undefined;
-  readonly upstreamDuringHits: number;
-  readonly coalesced: { readonly requests: number; readonly upstream: number; readonly pass: boolean };
-  readonly stored: { readonly ratio: number; readonly target: number; readonly pass: boolean };
-  readonly rateLimited: {
-    readonly usPerRequest: number;
-    readonly target: number;
-    readonly other: number;
-    readonly pass: boolean;
-  };
-  /** The closed-loop generator, e.g. "wrk 4.1.0". */
-  readonly generator: string;
-  /** The allocation phase's figures (bench/phases/allocation.ts), when it ran. */
-  readonly allocation?: AllocationFigures | undefined;
-  /** The resume phase's figures for the proxy (bench/phases/resume.ts), when it ran. */
-  readonly resume?:
-    | { readonly idleSeconds: number; readonly firstP99Ms: number; readonly steadyP99Ms: number }
-    | undefined;
-}
-
-/** Bytes allocated per answer against the bare server's; the collector's pauses in the steady run. */
-function allocationVerdicts(allocation: AllocationFigures | undefined): Verdict[] {
-  const bytes = `bytes allocated per hit ≤ ${String(TARGETS.allocationVersusBare)}× bare's per answer`;
-  const pauses = `no young pause over ${String(TARGETS.longestYoungPauseMs)} ms, no full collection, in the steady hits`;
-  if (allocation === undefined)
-    return [
-      { target: bytes, figure: 'not measured in this run', pass: undefined },
-      { target: pauses, figure: 'not measured in this run', pass: undefined },
-    ];
-  const { bare, proxy } = allocation;
-  const ratio = proxy.bytesPerAnswer / bare.bytesPerAnswer;
+/** Every verdict of the run, the hit rounds' first. */
+function runVerdicts(run: BenchRun): Verdict[] {
+  const figuresOf = (name: string): TargetFigures | undefined => targetFigures(run.hits, run.half, name);
+  const proxy = figuresOf(PROXY);
+  if (proxy === undefined) throw new Error('no proxy figures');
+  const proxyResume = run.resume.byTarget.get(PROXY);
   return [
-    {
-      target: bytes,
-      figure: `${fmtInt(proxy.bytesPerAnswer)} vs ${fmtInt(bare.bytesPerAnswer)} B (${fmt(ratio, 2)}×); promoted ${fmt(proxy.promotedPerAnswer, 1)} vs ${fmt(bare.promotedPerAnswer, 1)} B`,
-      pass: ratio <= TARGETS.allocationVersusBare,
-    },
-    {
-      target: pauses,
-      figure: `${String(proxy.seconds)} s: longest young pause ${fmt(proxy.longestScavengeMs)} ms over ${fmtInt(proxy.scavenges)}; ${fmtInt(proxy.fullCollections)} full`,
-      pass: proxy.longestScavengeMs <= TARGETS.longestYoungPauseMs && proxy.fullCollections === 0,
-    },
+    ...verdicts({
+      proxy,
+      proxyBr: figuresOf(PROXY_BR),
+      bodies: run.bodies,
+      nginx: figuresOf(NGINX),
+      bare: figuresOf(BARE),
+      upstreamDuringHits: run.upstreamDuringHits,
+      coalesced: run.coalesced,
+      stored: { ratio: run.stored.storedRatio, target: TARGET_STORED_RATIO, pass: run.stored.pass },
+      rateLimited: {
+        usPerRequest: run.rateLimited.refused.usPerRequest,
+        target: TARGET_US_PER_429,
+        other: run.rateLimited.other,
+        pass: run.rateLimited.pass,
+      },
+      generator: run.setup.ctx.generator.label,
+      allocation: run.allocation,
+      resume: proxyResume && { idleSeconds: run.resume.idleSeconds, ...proxyResume },
+    }),
+    neighbourVerdict(run.neighbour),
+    ...freshnessVerdicts(run.freshness),
+    crowdVerdict(run.crowd),
   ];
 }
 
-function resumeVerdict(resume: VerdictInput['resume']): Verdict {
-  const target = `the first second after an idle spell: p99 ≤ ${String(TARGETS.resumeVersusSteady)}× the steady seconds'`;
-  if (resume === undefined) return { target, figure: 'not measured in this run', pass: undefined };
-  const ratio = resume.firstP99Ms / resume.steadyP99Ms;
-  return {
-    target,
-    figure: `after ${String(resume.idleSeconds)} s idle: ${fmt(resume.firstP99Ms)} vs ${fmt(resume.steadyP99Ms)} ms (${fmt(ratio, 2)}×)`,
-    pass: ratio <= TARGETS.resumeVersusSteady,
-  };
-}
-
-/**
- * A `br` hit (the stored bytes as they are, docs/clients.md#content-coding): its body against the identity
- * body (at most 0.2× its bytes on the wire), with the whole answers, headers
- * included, beside it; and its CPU per hit, no higher than an identity hit's (judged over 50 pages,
- * where both are measured in the same interleaved rounds).
- */
-function brVerdict(identity: TargetFigures, br: TargetFigures | undefined, bodies: VerdictInput['bodies']): Verdict {
-  const target = `a br hit: body ≤ ${String(TARGETS.brBytesRatio)}× the identity body, CPU per hit no higher`;
-  if (br === undefined || bodies === undefined) return { target, figure: 'not measured in this run', pass: undefined };
-  const bodyRatio = bodies.br / bodies.identity;
-  const answers = br.fiftyPages.bytesPerResponse / identity.fiftyPages.bytesPerResponse;
-  const cpu = br.fiftyPages.usPerRequest / identity.fiftyPages.usPerRequest;
-  return {
-    target,
-    figure:
-      `body ${fmtInt(bodies.br)} vs ${fmtInt(bodies.identity)} B (${fmt(bodyRatio, 2)}×), ` +
-      `with headers ${fmtInt(br.fiftyPages.bytesPerResponse)} vs ${fmtInt(identity.fiftyPages.bytesPerResponse)} B (${fmt(answers, 2)}×); ` +
-      `${fmt(br.fiftyPages.usPerRequest, 1)} vs ${fmt(identity.fiftyPages.usPerRequest, 1)} µs CPU (${fmt(cpu, 2)}×)`,
-    pass: bodyRatio <= TARGETS.brBytesRatio && cpu <= 1,
-  };
-}
-
-/**
- * The proxy's p99 at half load against nginx's, judged only when the ruler can see a tail: the
- * anchors' own p99 within `halfLoadAnchorP99Ms` and the generator's schedule error within
- * `generatorErrorP99Ms`; otherwise the generator (or the machine) is the limit, and no verdict.
- */
-function halfLoadVerdict(
-  proxy: TargetFigures,
-  nginx: TargetFigures | undefined,
-  bare: TargetFigures | undefined,
-): Verdict {
-  const target = `p99 at half load ≤ ${String(TARGETS.halfLoadVersusNginx)}× nginx's (anchors ≤ ${String(TARGETS.halfLoadAnchorP99Ms)} ms, generator error ≤ ${String(TARGETS.generatorErrorP99Ms)} ms)`;
-  if (nginx === undefined || bare === undefined) return { target, figure: 'no nginx in this run', pass: undefined };
-  const error = Math.max(
-    proxy.halfLoadGeneratorErrorP99Ms,
-    nginx.halfLoadGeneratorErrorP99Ms,
-    bare.halfLoadGeneratorErrorP99Ms,
-  );
-  const anchors = Math.max(nginx.halfLoadP99Ms, bare.halfLoadP99Ms);
-  const figure =
-    `${fmt(proxy.halfLoadP99Ms)} vs ${fmt(nginx.halfLoadP99Ms)} ms (${fmt(proxy.halfLoadP99Ms / nginx.halfLoadP99Ms, 1)}×); ` +
-    `bare ${fmt(bare.halfLoadP99Ms)} ms; generator error p99 ${fmt(error, 3)} ms`;
-  if (!(anchors <= TARGETS.halfLoadAnchorP99Ms) || !(error <= TARGETS.generatorErrorP99Ms))
-    return { target, figure: `${figure}: the generator is the limit, no verdict`, pass: undefined };
-  return { target, figure, pass: proxy.halfLoadP99Ms <= TARGETS.halfLoadVersusNginx * nginx.halfLoadP99Ms };
-}
-
-export function verdicts(input: VerdictInput): Verdict[] {
-  const { proxy, nginx } = input;
-  // `cpu`: the bare server's CPU per answer over this one's; shown as this one's over the bare's.
-  const ratio = (value: number, cpu: number): string =>
-    `${fmt(value, 2)}×; CPU per hit ${fmt(1 / cpu, 2)}× bare's (by CPU ${fmt(cpu, 2)}×)`;
-  const hitPass = (value: number, cpu: number): boolean =>
-    value >= TARGETS.hitRatio && 1 / cpu <= TARGETS.hitCpuVersusBare;
-  const versusNginx = nginx === undefined ? Number.NaN : proxy.fiftyPages.p99Ms / nginx.fiftyPages.p99Ms;
+/** The generator, nginx, connections and rounds: the stamp's details after the date and the machine. */
+function stampDetails({ ctx, nginx }: BenchRun['setup']): string[] {
   return [
-    {
-      target: `hits ≥ ${String(TARGETS.hitRatio)}× bare, CPU per hit ≤ ${String(TARGETS.hitCpuVersusBare)}× bare's, 50 pages (${input.generator})`,
-      figure: ratio(proxy.ratioFiftyPages, proxy.cpuRatioFiftyPages),
-      pass: hitPass(proxy.ratioFiftyPages, proxy.cpuRatioFiftyPages),
-    },
-    {
-      target: `hits ≥ ${String(TARGETS.hitRatio)}× bare, CPU per hit ≤ ${String(TARGETS.hitCpuVersusBare)}× bare's, one page`,
-      figure: ratio(proxy.ratioOnePage, proxy.cpuRatioOnePage),
-      pass: hitPass(proxy.ratioOnePage, proxy.cpuRatioOnePage),
-    },
-    {
-      target: `p99 at full load, 50 pages, ≤ ${String(TARGETS.p99VersusNginx)}× nginx's`,
-      figure:
-        nginx === undefined
-          ? `${fmt(proxy.fiftyPages.p99Ms)} ms; no nginx in this run`
-          : `${fmt(proxy.fiftyPages.p99Ms)} vs ${fmt(nginx.fiftyPages.p99Ms)} ms (${fmt(versusNginx, 1)}×)`,
-      pass: nginx === undefined ? undefined : versusNginx <= TARGETS.p99VersusNginx,
-    },
-    halfLoadVerdict(proxy, nginx, input.bare),
-    brVerdict(proxy, input.proxyBr, input.bodies),
-    {
-      target: 'upstream requests during the hit rounds: 0',
-      figure: String(input.upstreamDuringHits),
-      pass: input.upstreamDuringHits === 0,
-    },
-    {
-      target: `${String(input.coalesced.requests)} cold requests over 2 replicas: 1 upstream request`,
-      figure: String(input.coalesced.upstream),
-      pass: input.coalesced.pass,
-    },
-    {
-      target: `stored bytes ≤ ${String(input.stored.target)}× the raw JSON`,
-      figure: `${fmt(input.stored.ratio, 3)}×`,
-      pass: input.stored.pass,
-    },
-    {
-      target: `a 429 in < ${fmtInt(input.rateLimited.target)} µs of proxy CPU, every answer a 429`,
-      figure: `${fmt(input.rateLimited.usPerRequest, 1)} µs${input.rateLimited.other === 0 ? '' : `, ${String(input.rateLimited.other)} other answers`}`,
-      pass: input.rateLimited.pass,
-    },
-    resumeVerdict(input.resume),
-    ...allocationVerdicts(input.allocation),
+    ctx.generator.label,
+    'missing' in nginx ? 'no nginx' : `nginx ${nginx.version}`,
+    `${String(ctx.settings.connections)} connections`,
+    `${String(ctx.settings.rounds)} rounds × ${String(ctx.settings.seconds)} s`,
   ];
 }
 
-/** The figures table's header: a test holds the copy in docs/benchmarks.md to this. */
-export const FIGURES_HEADER = [
-  'target',
-  'req/s, 50 pages',
-  '× bare',
-  'µs CPU/req',
-  'p50 / p99 ms',
-  'req/s, one page',
-  '× bare',
-  'µs CPU/req',
-  'p50 / p99 ms',
-  'p99 ms at half load',
-  'bytes/answer',
-] as const;
-export const VERDICTS_HEADER = ['target', 'this run', 'verdict'] as const;
-
-export function figuresTable(rows: readonly TargetFigures[]): string[] {
-  return markdownTable(
-    FIGURES_HEADER,
-    rows.map((row) => [
-      row.name,
-      fmtInt(row.fiftyPages.rps),
-      fmt(row.ratioFiftyPages, 2),
-      fmt(row.fiftyPages.usPerRequest, 1),
-      `${fmt(row.fiftyPages.p50Ms)} / ${fmt(row.fiftyPages.p99Ms)}`,
-      fmtInt(row.onePage.rps),
-      fmt(row.ratioOnePage, 2),
-      fmt(row.onePage.usPerRequest, 1),
-      `${fmt(row.onePage.p50Ms)} / ${fmt(row.onePage.p99Ms)}`,
-      fmt(row.halfLoadP99Ms),
-      fmtInt(row.fiftyPages.bytesPerResponse),
-    ]),
+/** Prints the verdicts' summary, the lines for docs/benchmarks.md and the BENCH_RESULT line. */
+export function reportBench(run: BenchRun): void {
+  const rows = targetRows(run);
+  const list = runVerdicts(run);
+  const elapsed = (performance.now() - run.setup.started) / 1000;
+  const missed = list.filter((v) => v.pass === false).map((v) => v.target);
+  say();
+  say(`done in ${fmt(elapsed, 0)} s; ${missed.length === 0 ? 'every target met' : `missed: ${missed.join('; ')}`}`);
+  say();
+  const disturbance = disturbanceOf(run.hits);
+  const stamp = runStamp('npm run bench', stampDetails(run.setup));
+  for (const line of docsBlock(BENCHMARKS_DOC, benchMarkdown(stamp, rows, list, disturbance))) say(line);
+  say();
+  say(benchResultLine(run, rows, list, disturbance, elapsed));
+  say(
+    `(${fmtInt(rows.length)} targets measured; figures from a shared machine are indicative: read CPU per request first)`,
   );
-}
-
-export function verdictsTable(list: readonly Verdict[]): string[] {
-  return markdownTable(
-    VERDICTS_HEADER,
-    list.map((v) => [v.target, v.figure, v.pass === undefined ? 'n/a' : verdict(v.pass)]),
-    ['left', 'left', 'left'],
-  );
-}
-
-/** Closed-loop rounds whose server had less than this share of its CPU: others' work was on its core. */
-export const BUSY_SERVER_CPU_PCT = 90;
-
-/** How many of the hit rounds ran on a busy machine (see BUSY_SERVER_CPU_PCT). */
-export interface Disturbance {
-  readonly busyRounds: number;
-  readonly rounds: number;
-}
-
-/** The lines for docs/benchmarks.md: stamp, figures, a warning when the machine was busy, targets. */
-export function benchMarkdown(
-  stamp: string,
-  rows: readonly TargetFigures[],
-  list: readonly Verdict[],
-  disturbance: Disturbance,
-): string[] {
-  const busy =
-    disturbance.busyRounds === 0
-      ? []
-      : [
-          '',
-          `Busy machine: in ${String(disturbance.busyRounds)} of ${String(disturbance.rounds)} closed-loop rounds the server had less than ${String(BUSY_SERVER_CPU_PCT)}% of its CPU ` +
-            '(other processes on its core): req/s and latencies are unreliable; µs CPU/req is not.',
-        ];
-  return [stamp, '', ...figuresTable(rows), ...busy, '', ...verdictsTable(list)];
 }

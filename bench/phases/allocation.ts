@@ -5,6 +5,7 @@
  * allocated and promoted per answer (the sum over the run's collections, divided by its answers),
  * the longest young-generation pause, and the full collections: measured the same way for both.
  */
+import { envInt } from '../lib/env.js';
 import { fmt, fmtInt, say, textTable } from '../lib/format.js';
 import { type GcSummary, GcTrace, summarizeGc } from '../lib/gc-trace.js';
 import type { LoadSpec } from '../lib/load/types.js';
@@ -17,6 +18,15 @@ export interface AllocationSettings {
   /** The measured run of the bare server, and of the proxy (the steady minute of the targets). */
   readonly bareSeconds: number;
   readonly proxySeconds: number;
+}
+
+/** BENCH_ALLOCATION_BARE_SECONDS (15) and BENCH_ALLOCATION_SECONDS (60), after 3 s of warm-up each. */
+export function allocationSettings(): AllocationSettings {
+  return {
+    warmupSeconds: 3,
+    bareSeconds: envInt('BENCH_ALLOCATION_BARE_SECONDS', 15, 1, 600),
+    proxySeconds: envInt('BENCH_ALLOCATION_SECONDS', 60, 1, 600),
+  };
 }
 
 /** A server started for this phase: where to send load, and its stdout, where V8 writes. */

@@ -61,6 +61,19 @@ export const AUTO_P99_RATIO = 0.5;
 export const INVALIDATED_STALE_SHARE = 0.01;
 export const INVALIDATED_P99_MS = 1_000;
 
+/**
+ * The runs of the phase, in order: the shipped TTLs and invalidations on the `mixed` workload, the
+ * shipped TTLs and automatic lifetimes on the `pages` workload.
+ */
+export const FRESHNESS_RUNS = {
+  fixed: ['fixed', 'mixed'],
+  invalidated: ['invalidated', 'mixed'],
+  pagesFixed: ['fixed', 'pages'],
+  pagesAuto: ['auto', 'pages'],
+} as const satisfies Readonly<Record<string, readonly [FreshnessVariant, FreshnessWorkload]>>;
+
+export type FreshnessRuns = Readonly<Record<keyof typeof FRESHNESS_RUNS, FreshnessFigures>>;
+
 export function freshnessSettings(): FreshnessSettings {
   return {
     seconds: envInt('BENCH_FRESHNESS_SECONDS', 40, 5, 3600),
@@ -152,6 +165,20 @@ export async function runFreshness(
     await stop(proxy.launched);
     await stop(sandbox.launched);
   }
+}
+
+/** Every run of FRESHNESS_RUNS in its order, each followed by a blank line. */
+export async function runFreshnessRuns(nodeFlags: readonly string[]): Promise<FreshnessRuns> {
+  const run = async ([variant, workload]: readonly [FreshnessVariant, FreshnessWorkload]) => {
+    const figures = await runFreshness(freshnessSettings(), nodeFlags, variant, workload);
+    say();
+    return figures;
+  };
+  const fixed = await run(FRESHNESS_RUNS.fixed);
+  const invalidated = await run(FRESHNESS_RUNS.invalidated);
+  const pagesFixed = await run(FRESHNESS_RUNS.pagesFixed);
+  const pagesAuto = await run(FRESHNESS_RUNS.pagesAuto);
+  return { fixed, invalidated, pagesFixed, pagesAuto };
 }
 
 const HOW: Readonly<Record<FreshnessVariant, string>> = {

@@ -2,7 +2,7 @@
  * Half load: every target at the same paced rate, half the proxy's measured throughput over 50
  * pages, open loop (latency from when each request was due), in rotated rounds. The anchors' p99
  * at that rate (bare Node, nginx) and the generator's own schedule error say whether the ruler can
- * see a tail at all: the verdict (bench/report.ts) is given only when they are small.
+ * see a tail at all: the verdict (bench/report/verdicts.ts) is given only when they are small.
  */
 import { fmt, fmtInt, say, textTable } from '../lib/format.js';
 import { runPacedLoad } from '../lib/load/generators.js';

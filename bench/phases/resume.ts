@@ -7,6 +7,7 @@
  * (the steady seconds), over the 50 pages; p99 of each, medians over the rounds.
  */
 import { setTimeout as delay } from 'node:timers/promises';
+import { envInt } from '../lib/env.js';
 import { fmt, say, textTable } from '../lib/format.js';
 import type { LoadResult, LoadSpec } from '../lib/load/types.js';
 import { rotation } from '../lib/rounds.js';
@@ -25,6 +26,11 @@ export interface ResumeSettings {
   readonly idleSeconds: number;
   readonly steadySeconds: number;
   readonly rounds: number;
+}
+
+/** BENCH_RESUME_IDLE (10 s) of idle before each first second; 3 steady seconds; 3 rounds. */
+export function resumeSettings(): ResumeSettings {
+  return { idleSeconds: envInt('BENCH_RESUME_IDLE', 10, 1, 600), steadySeconds: 3, rounds: 3 };
 }
 
 export async function runResume(

@@ -1,0 +1,73 @@
+/**
+ * The verdicts of the phases that run their own proxies: the noisy neighbour (fair shares), the
+ * freshness runs on the live sandbox (the shipped TTLs, measured as the yardstick; invalidations
+ * and automatic lifetimes, judged), and many credentials.
+ */
+import { fmt, fmtInt } from '../lib/format.js';
+import {
+  AUTO_P99_RATIO,
+  AUTO_STALE_RATIO,
+  type FreshnessFigures,
+  type FreshnessRuns,
+  freshnessSettings,
+  INVALIDATED_P99_MS,
+  INVALIDATED_STALE_SHARE,
+} from '../phases/freshness.js';
+import { type ManyCredentialsFigures, TARGET_BATCH_RATIO, TARGET_RSS_MB } from '../phases/many-credentials.js';
+import type { NeighbourFigures } from '../phases/noisy-neighbour.js';
+import type { Verdict } from './verdicts.js';
+
+export function neighbourVerdict(neighbour: NeighbourFigures): Verdict {
+  return {
+    target: "noisy neighbour: B's cold misses beside A's storm: 0 refused, p99 ≤ 2× alone",
+    figure: `${String(neighbour.beside.refused)} refused, p99 ${fmt(neighbour.beside.p99Ms, 0)} vs ${fmt(neighbour.alone.p99Ms, 0)} ms (${fmt(neighbour.beside.p99Ms / neighbour.alone.p99Ms)}×)`,
+    pass: neighbour.pass,
+  };
+}
+
+/** The shipped TTLs (measured), invalidations and automatic lifetimes (judged). */
+export function freshnessVerdicts(runs: FreshnessRuns): Verdict[] {
+  const { fixed, invalidated } = runs;
+  return [
+    {
+      target: 'freshness on the live sandbox, the shipped TTLs (measured, the yardstick for other lifetimes)',
+      figure: `${fmt(fixed.staleShare * 100, 1)}% stale, staleness p99 ${fmt(fixed.p99Ms / 1000, 1)} s, ${fmtInt(fixed.upstreamPerMinute)} upstream requests/min`,
+      pass: undefined,
+    },
+    {
+      target: `freshness with every change sent to the proxy: ≤ ${fmt(INVALIDATED_STALE_SHARE * 100, 0)}% stale, staleness p99 ≤ ${fmt(INVALIDATED_P99_MS / 1000, 0)} s, upstream ≤ the changes' pages + cold misses`,
+      figure: `${fmt(invalidated.staleShare * 100, 1)}% stale, staleness p99 ${fmt(invalidated.p99Ms / 1000, 1)} s, ${fmtInt(invalidated.upstreamPerMinute)} upstream requests/min (${fmtInt(invalidated.notModifiedPerMinute)} 304s)`,
+      pass:
+        invalidated.staleShare <= INVALIDATED_STALE_SHARE &&
+        invalidated.p99Ms <= INVALIDATED_P99_MS &&
+        invalidated.upstreamPerMinute <=
+          invalidated.pageChangesPerMinute + (invalidated.pages * 60) / freshnessSettings().seconds,
+    },
+    autoVerdict(runs.pagesFixed, runs.pagesAuto),
+  ];
+}
+
+/**
+ * Automatic lifetimes against the shipped TTLs on the `pages` workload: at most half the stale
+ * answers for no more upstream requests, or as few for at most half the requests; and a staleness
+ * p99 at most half the fixed TTLs'.
+ */
+function autoVerdict(fixed: FreshnessFigures, auto: FreshnessFigures): Verdict {
+  const stale = auto.staleShare / fixed.staleShare;
+  const requests = auto.upstreamPerMinute / fixed.upstreamPerMinute;
+  const p99 = auto.p99Ms / fixed.p99Ms;
+  const trade = (stale <= AUTO_STALE_RATIO && requests <= 1) || (stale <= 1 && requests <= AUTO_STALE_RATIO);
+  return {
+    target: `automatic lifetimes (pages workload): stale ≤ ${fmt(AUTO_STALE_RATIO)}× fixed at ≤ its requests, or ≤ its stale at ≤ ${fmt(AUTO_STALE_RATIO)}× the requests; p99 ≤ ${fmt(AUTO_P99_RATIO)}×`,
+    figure: `${fmt(auto.staleShare * 100, 1)}% vs ${fmt(fixed.staleShare * 100, 1)}% stale (${fmt(stale)}×), p99 ${fmt(auto.p99Ms / 1000, 1)} vs ${fmt(fixed.p99Ms / 1000, 1)} s (${fmt(p99)}×), ${fmtInt(auto.upstreamPerMinute)} vs ${fmtInt(fixed.upstreamPerMinute)} upstream requests/min (${fmt(requests)}×)`,
+    pass: trade && p99 <= AUTO_P99_RATIO,
+  };
+}
+
+export function crowdVerdict(crowd: ManyCredentialsFigures): Verdict {
+  return {
+    target: `many credentials: no batch over ${String(TARGET_BATCH_RATIO)}× the median, RSS < ${String(TARGET_RSS_MB)} MB`,
+    figure: `${crowd.slowestRatio.toFixed(2)}×, ${Math.round(crowd.rssMb)} MB`,
+    pass: crowd.pass,
+  };
+}
