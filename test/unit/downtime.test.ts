@@ -1,7 +1,7 @@
 /** `slab_proxy_redis_down_seconds`' clock: from the connection's close (or the start) until it is ready again. */
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { watchRedisDowntime } from '../../src/platform/redis/redis-downtime.js';
+import { watchRedisDowntime } from '../../src/platform/redis/downtime.js';
 
 /** An ioredis client as far as the clock sees it: a status and its 'ready' and 'close' events. */
 class FakeConnection extends EventEmitter {
