@@ -103,7 +103,7 @@ export class FetchAndStore {
   #notModified(filling: Filling, current: CacheEntry, notModified: NotModified): Promise<Fill> {
     const lastModified = notModified.lastModified ?? current.lastModified;
     const validators = { etag: notModified.etag ?? current.upstreamEtag, lastModified };
-    return this.#freshen(filling, current, validators, 'not_modified', notModified.elapsedMs, 0);
+    return this.#revalidate(filling, current, validators, 'not_modified', notModified.elapsedMs, 0);
   }
 
   /**
@@ -113,10 +113,11 @@ export class FetchAndStore {
    */
   #identical(filling: Filling, current: CacheEntry, answer: OriginAnswer): Promise<Fill> {
     const validators = { etag: answer.etag, lastModified: answer.lastModified };
-    return this.#freshen(filling, current, validators, 'identical', answer.elapsedMs, answer.body.length);
+    return this.#revalidate(filling, current, validators, 'identical', answer.elapsedMs, answer.body.length);
   }
 
-  #freshen(
+  /** The stored entry confirmed by the origin: its lifetime, validators and times renewed, then stored. */
+  #revalidate(
     filling: Filling,
     current: CacheEntry,
     validators: Validators,
