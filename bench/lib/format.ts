@@ -8,6 +8,9 @@ import { cpus } from 'node:os';
 export const fmtInt = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
 export const fmt = (n: number, digits = 2): string => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 export const verdict = (ok: boolean): string => (ok ? 'PASS' : 'MISS');
+/** A ratio as a percentage with one decimal, e.g. `97.3%`; `n/a` when there is none. */
+export const fmtPercent = (ratio: number | undefined): string =>
+  ratio === undefined ? 'n/a' : `${(ratio * 100).toFixed(1)}%`;
 
 /** `low–high` of the finite values. */
 export function spread(values: readonly number[], digits: number): string {
