@@ -5,8 +5,8 @@
  */
 import { errorFields } from '../observability/logger.js';
 import { connectRedis, isSharedRedis, RedisHealth, type SharedRedis } from '../platform/redis/connection.js';
-import { type EvictionSetting, watchEvictionPolicy } from '../platform/redis/eviction-policy.js';
 import { watchRedisDowntime } from '../platform/redis/downtime.js';
+import { type EvictionSetting, watchEvictionPolicy } from '../platform/redis/eviction-policy.js';
 import { countReplicas, type ReplicaCount } from '../platform/redis/replica-count.js';
 import type { Foundation } from './foundation.js';
 
