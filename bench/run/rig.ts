@@ -97,7 +97,7 @@ export async function startRig({ ctx, nodeFlags, profileDir }: BenchSetup): Prom
  * The proxy of another build (BENCH_BEFORE), on the server CPU beside this one, with its own key
  * prefix (an earlier entry format must not meet this one's) and the same limits.
  */
-async function startBefore(
+export async function startBefore(
   workDir: string,
   proxyOptions: SharedProxyOptions,
   nodeFlags: readonly string[],
@@ -123,20 +123,24 @@ async function startBefore(
   });
 }
 
-/** Every page through the earlier build twice (a fill, then a hit), before the upstream is counted. */
-async function warmBefore(
-  before: ProxyProcess,
+/**
+ * Every page through a proxy twice (a fill or a read of the store, then a hit), each answer the
+ * upstream's bytes, before the upstream is counted: the proxy, measured.
+ */
+export async function warmProxy(
+  name: string,
+  proxy: ProxyProcess,
   pages: readonly Page[],
   bearer: (company: string) => string,
 ): Promise<MeasuredServer> {
   for (let pass = 0; pass < 2; pass++)
     for (const page of pages) {
-      const res = await fetch(`${before.url}${page.path}`, { headers: { authorization: bearer(page.company) } });
+      const res = await fetch(`${proxy.url}${page.path}`, { headers: { authorization: bearer(page.company) } });
       const body = Buffer.from(await res.arrayBuffer());
       if (res.status !== 200 || !body.equals(page.body))
-        throw new Error(`proxy before: ${page.path} answered ${String(res.status)} with other bytes`);
+        throw new Error(`${name}: ${page.path} answered ${String(res.status)} with other bytes`);
     }
-  return { url: before.url, pids: () => [before.launched.pid], probe: tailProbe(`${before.adminUrl}/metrics`) };
+  return { url: proxy.url, pids: () => [proxy.launched.pid], probe: tailProbe(`${proxy.adminUrl}/metrics`) };
 }
 
 /**
@@ -172,7 +176,7 @@ export async function startAnchors(rig: Rig, pages: readonly Page[], nginx: Ngin
     bare: { url: bare.url, pids: () => [bare.launched.pid] },
     nginx: nginxServer,
     proxy: { url: proxy1.url, pids: () => [proxy1.launched.pid], probe: tailProbe(`${proxy1.adminUrl}/metrics`) },
-    before: before === undefined ? undefined : await warmBefore(before, pages, rig.bearer),
+    before: before === undefined ? undefined : await warmProxy('proxy before', before, pages, rig.bearer),
   };
   return { pagesFile, bare, origin, servers };
 }
