@@ -6,6 +6,7 @@
  * the L1 then holds; a page never held is fetched once and then served from the L1; and when the
  * store answers again, a copy of a generation a purge made old meanwhile is never served.
  */
+
 import { beforeEach, describe, expect, it } from 'vitest';
 import { cacheAddress } from '../../src/cache/entry/cache-key.js';
 import { LOCAL_COORDINATOR } from '../../src/cache/read/coordinator.js';
@@ -18,6 +19,7 @@ import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
 import type { CacheStore } from '../../src/cache/stores/store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { configWith } from '../helpers/env.js';
+import { forwardingStore } from '../helpers/forwarding-store.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { readRequest } from '../helpers/read-request.js';
@@ -34,7 +36,7 @@ function request(target: string): ReadRequest {
 /** A store that answers as an unreachable Redis does while `down`. */
 function switchable(inner: CacheStore): CacheStore & { down: boolean } {
   // A remote store has no synchronous lane: every read goes through `lookup`.
-  const { peek: _inProcessOnly, ...remote } = inner;
+  const { peek: _inProcessOnly, ...remote } = forwardingStore(inner);
   const store = {
     ...remote,
     kind: 'redis' as const,

@@ -6,6 +6,7 @@
  * saved again), what a byte-identical 200 does (the same), and what a freshen that finds the entry
  * changed or gone does. The origin over HTTP is tested with a fake upstream client at the end.
  */
+
 import { beforeEach, describe, expect, it } from 'vitest';
 import { type CacheAddress, cacheAddress } from '../../src/cache/entry/cache-key.js';
 import type { CacheEntry } from '../../src/cache/entry/entry.js';
@@ -21,6 +22,7 @@ import type { RevalidationResult } from '../../src/observability/metrics.js';
 import type { UpstreamAnswer, UpstreamClient, UpstreamRequest } from '../../src/upstream/client.js';
 import { createUpstreamOrigin } from '../../src/upstream/fetch-read.js';
 import { configWith } from '../helpers/env.js';
+import { forwardingStore } from '../helpers/forwarding-store.js';
 import { answered } from '../helpers/origin-answers.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { readMetrics } from '../helpers/read-metrics.js';
@@ -56,7 +58,7 @@ interface SpyStore extends CacheStore {
 
 function spyStore(inner: CacheStore): SpyStore {
   const spy: SpyStore = {
-    ...inner,
+    ...forwardingStore(inner),
     kind: inner.kind,
     saves: 0,
     freshens: [],
