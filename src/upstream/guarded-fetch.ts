@@ -7,13 +7,13 @@
  * failures open the breaker, a 429 pauses the company.
  */
 
-import type { Origin, OriginOutcome, ReadRequest } from '../cache/read/origin.js';
+import type { Origin, OriginOutcome, ReadRequest, Validators } from '../cache/read/origin.js';
 import { RateLimitedError, UpstreamUnavailableError } from '../errors/proxy-error.js';
 import { pauseFromRetryAfter, secondsToWait } from '../http/retry-after.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { CircuitBreaker } from '../upstream-guard/circuit-breaker.js';
-import type { UpstreamBudget } from '../upstream-guard/upstream-budget.js';
-import type { UpstreamPause } from '../upstream-guard/upstream-pause.js';
+import type { BudgetResult, UpstreamBudget } from '../upstream-guard/upstream-budget.js';
+import type { PauseCheck, UpstreamPause } from '../upstream-guard/upstream-pause.js';
 
 export interface GuardOptions {
   readonly breaker: CircuitBreaker;
@@ -40,65 +40,89 @@ const NO_SPARE = {
 } as const satisfies OriginOutcome;
 
 export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
-  const { breaker, pause, budget, metrics } = options;
-  const now = options.now ?? Date.now;
-  return async (request, validators) => {
+  const guard = new OriginGuard(fetch, options);
+  return (request, validators) => guard.fetch(request, validators);
+}
+
+/**
+ * One fetch through the guard. A prefetch (`spare`) never probes a breaker that is not closed, nor
+ * takes a slot a client waits for; its refusals are counted as prefetches
+ * (src/cache/prefetch/prefetcher.ts), not as refused requests. One that a client's request has
+ * joined is that request's fetch (src/cache/prefetch/prefetch-standing.ts).
+ */
+class OriginGuard {
+  readonly #fetch: Origin;
+  readonly #options: GuardOptions;
+  readonly #now: () => number;
+
+  constructor(fetch: Origin, options: GuardOptions) {
+    this.#fetch = fetch;
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async fetch(request: ReadRequest, validators: Validators | undefined): Promise<OriginOutcome> {
+    const { breaker, pause, metrics } = this.#options;
     const company = request.principal.company;
-    // A prefetch never probes a breaker that is not closed, nor takes a slot a client waits for;
-    // its refusals are counted as prefetches (src/cache/prefetch/prefetcher.ts), not as refused requests.
-    // One that a client's request has joined is that request's fetch (src/cache/prefetch/prefetch-standing.ts).
-    const prefetch = request.prefetch;
-    if (prefetch?.spare === true && breaker.state !== 'closed') return NO_SPARE;
+    const spare = request.prefetch?.spare === true;
+    if (spare && breaker.state !== 'closed') return NO_SPARE;
     const paused = await pause.check(company);
-    if (paused.kind === 'paused' && prefetch?.spare === true) return NO_SPARE;
+    const refusal = this.#refusal(paused, spare);
+    if (refusal !== undefined) return refusal;
+    const probe = paused.kind === 'go' && paused.probe;
+    const slot = await this.#slot(request, validators);
+    if (slot.kind === 'refused') {
+      if (probe) await pause.resume(company);
+      if (spare) return NO_SPARE;
+      // The upstream's budget is spent for now: not a failure of the upstream, so not the breaker's.
+      metrics?.upstreamRefused('budget');
+      return { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0 };
+    }
+    await this.#learn(request, slot.value, probe);
+    return slot.value;
+  }
+
+  /** The company's 429 pause, then the breaker: a fast refusal when the upstream must be left alone. */
+  #refusal(paused: PauseCheck, spare: boolean): OriginOutcome | undefined {
+    const { breaker, metrics } = this.#options;
     if (paused.kind === 'paused') {
+      if (spare) return NO_SPARE;
       metrics?.upstreamRefused('paused');
-      return {
-        kind: 'failure',
-        error: new RateLimitedError(secondsToWait(paused.retryAfterMs), 'upstream'),
-        fwdStatus: 429,
-        upstreamMs: 0,
-      };
+      const error = new RateLimitedError(secondsToWait(paused.retryAfterMs), 'upstream');
+      return { kind: 'failure', error, fwdStatus: 429, upstreamMs: 0 };
     }
     const admitted = breaker.admit();
-    if (!admitted.allowed) {
-      metrics?.upstreamRefused('breaker');
-      return {
-        kind: 'failure',
-        error: new UpstreamUnavailableError(secondsToWait(admitted.retryAfterMs)),
-        fwdStatus: 503,
-        upstreamMs: 0,
-      };
-    }
+    if (admitted.allowed) return undefined;
+    metrics?.upstreamRefused('breaker');
+    const error = new UpstreamUnavailableError(secondsToWait(admitted.retryAfterMs));
+    return { kind: 'failure', error, fwdStatus: 503, upstreamMs: 0 };
+  }
+
+  /** The fetch in a slot of the upstream budget: a client's within its wait, a prefetch's only to spare. */
+  async #slot(request: ReadRequest, validators: Validators | undefined): Promise<BudgetResult<OriginOutcome>> {
+    const { budget, metrics, maxQueueWaitMs } = this.#options;
+    const company = request.principal.company;
+    const prefetch = request.prefetch;
     const asked = performance.now();
     let granted: number | undefined;
     const job = (): Promise<OriginOutcome> => {
       granted = performance.now();
-      return fetch(request, validators);
+      return this.#fetch(request, validators);
     };
-    const slot =
-      prefetch?.spare === true
-        ? await budget.runSpare(
-            job,
-            Math.min(SPARE_WAIT_MS, options.maxQueueWaitMs),
-            { whenPromoted: (promote) => prefetch.whenJoined(promote), waitMs: options.maxQueueWaitMs },
-            company,
-          )
-        : await budget.run(job, options.maxQueueWaitMs, company);
+    if (prefetch?.spare === true) {
+      const promotion = { whenPromoted: (promote: () => void) => prefetch.whenJoined(promote), waitMs: maxQueueWaitMs };
+      return budget.runSpare(job, Math.min(SPARE_WAIT_MS, maxQueueWaitMs), promotion, company);
+    }
+    const slot = await budget.run(job, maxQueueWaitMs, company);
     // A client's fill (a prefetch a client joined included) counts for its company's figures.
-    if (prefetch?.spare !== true)
-      metrics?.companySlot(company, slot.kind !== 'refused', ((granted ?? performance.now()) - asked) / 1000);
-    if (slot.kind === 'refused' && prefetch?.spare === true) {
-      if (paused.probe) await pause.resume(company);
-      return NO_SPARE;
-    }
-    if (slot.kind === 'refused') {
-      // The upstream's budget is spent for now: not a failure of the upstream, so not the breaker's.
-      metrics?.upstreamRefused('budget');
-      if (paused.probe) await pause.resume(company);
-      return { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0 };
-    }
-    const outcome: OriginOutcome = slot.value;
+    metrics?.companySlot(company, slot.kind !== 'refused', ((granted ?? performance.now()) - asked) / 1000);
+    return slot;
+  }
+
+  /** What the answer teaches the guard: the upstream's figures, the breaker's count, the company's pause. */
+  async #learn(request: ReadRequest, outcome: OriginOutcome, probe: boolean): Promise<void> {
+    const { breaker, pause, metrics } = this.#options;
+    const company = request.principal.company;
     if (metrics !== undefined) {
       const resource = request.read.resource.name;
       if (outcome.kind === 'failure')
@@ -108,12 +132,11 @@ export function guardOrigin(fetch: Origin, options: GuardOptions): Origin {
     }
     if (outcome.kind === 'failure') breaker.failure();
     else breaker.success();
-    if (outcome.kind === 'answer' && outcome.answer.status === 401) options.onUpstreamUnauthorized?.(request);
+    if (outcome.kind === 'answer' && outcome.answer.status === 401) this.#options.onUpstreamUnauthorized?.(request);
     if (outcome.kind === 'answer' && outcome.answer.status === 429) {
-      await pause.pause(company, pauseFromRetryAfter(outcome.answer.retryAfter, now()));
-    } else if (paused.probe) {
+      await pause.pause(company, pauseFromRetryAfter(outcome.answer.retryAfter, this.#now()));
+    } else if (probe) {
       await pause.resume(company);
     }
-    return outcome;
-  };
+  }
 }
