@@ -25,7 +25,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { SandboxApi } from './api.js';
+import { type PageChanges, SandboxApi } from './api.js';
 import { ArrivalRecorder, type SandboxStats } from './arrivals.js';
 import { ChangeWebhook, type WebhookTarget } from './change-webhook.js';
 import { CONTROL_PREFIX, type ControlTargets, handleControl } from './control.js';
@@ -152,10 +152,33 @@ function settle(res: ServerResponse, promise: Promise<void>): void {
   });
 }
 
-export function createSandbox(options: SandboxOptions): Sandbox {
+/** The dataset, changing in live mode, and sending its changes to a webhook when one is given. */
+function liveDataset(options: SandboxOptions): LiveDataset {
   const live = new LiveDataset(options.seed === undefined ? generateDataset() : generateDataset(options.seed));
   if (options.webhook !== undefined) live.webhook = new ChangeWebhook(options.webhook);
   if (options.live !== undefined) live.start(options.live, options.seed);
+  return live;
+}
+
+/**
+ * In live mode a page is dated as a system of record dates it: by the latest change of what it
+ * shows (its records' `updated_at`), or of a record that left it (the change log).
+ */
+function liveDating(live: LiveDataset): PageChanges {
+  return {
+    list: (company, resource, query, page) =>
+      live.startedAt === undefined
+        ? undefined
+        : Math.max(page.shownAt, live.log.listChangedAt(company, resource, query, page.lastId, page.hasMore) ?? 0),
+    record: (company, resource, record) =>
+      live.startedAt === undefined
+        ? undefined
+        : Math.max(record.shownAt, live.log.recordChangedAt(company, resource, record.id) ?? 0),
+  };
+}
+
+export function createSandbox(options: SandboxOptions): Sandbox {
+  const live = liveDataset(options);
   const checkToken = credentialChecker({
     keys: options.keys,
     issuer: options.issuer,
@@ -173,18 +196,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     requests: control ? requests : undefined,
     rateLimit,
     faults,
-    api: new SandboxApi(live.dataset, checkToken, representations, {
-      // In live mode a page is dated as a system of record dates it: by the latest change of what it
-      // shows (its records' `updated_at`), or of a record that left it (the change log).
-      list: (company, resource, query, page) =>
-        live.startedAt === undefined
-          ? undefined
-          : Math.max(page.shownAt, live.log.listChangedAt(company, resource, query, page.lastId, page.hasMore) ?? 0),
-      record: (company, resource, record) =>
-        live.startedAt === undefined
-          ? undefined
-          : Math.max(record.shownAt, live.log.recordChangedAt(company, resource, record.id) ?? 0),
-    }),
+    api: new SandboxApi(live.dataset, checkToken, representations, liveDating(live)),
   };
   const server = createServer((req, res) => {
     const target = req.url ?? '/';
