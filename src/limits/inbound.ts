@@ -10,7 +10,8 @@
  * Every decision carries the IETF RateLimit fields (src/limits/limit-verdict.ts).
  */
 import type { Principal } from '../auth/principal.js';
-import type { RedisClient, RedisHealth } from '../platform/redis/connection.js';
+import type { RedisClient } from '../platform/redis/connection.js';
+import type { RedisHealth } from '../platform/redis/health.js';
 import { LeasedWindow, redisCount } from './leased-window.js';
 import {
   formatPolicyHeader,

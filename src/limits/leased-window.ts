@@ -9,7 +9,8 @@
  * others for the rest of the window.
  */
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import type { RedisClient, RedisHealth } from '../platform/redis/connection.js';
+import type { RedisClient } from '../platform/redis/connection.js';
+import type { RedisHealth } from '../platform/redis/health.js';
 import type { PolicyCount, PolicyName, RatePolicy } from './limit-verdict.js';
 
 /** The first batch a replica reserves of a key's points (never more than the largest, below). */

@@ -4,7 +4,8 @@
  * only while Redis is unavailable). When it passes, one request probes (a Redis `SET NX` lease):
  * the others keep being told to wait until the probe succeeds, so a pause never ends in a storm.
  */
-import type { RedisClient, RedisHealth } from '../platform/redis/connection.js';
+import type { RedisClient } from '../platform/redis/connection.js';
+import type { RedisHealth } from '../platform/redis/health.js';
 
 export type PauseCheck =
   | { readonly kind: 'go'; readonly probe: boolean }

@@ -12,7 +12,8 @@ import type { CacheStore } from '../cache/stores/store.js';
 import type { FileConfig } from '../config/schema.js';
 import { errorFields } from '../observability/logger.js';
 import type { CacheFootprint } from '../observability/metrics.js';
-import type { RedisHealth, SharedRedis } from '../platform/redis/connection.js';
+import type { SharedRedis } from '../platform/redis/connection.js';
+import type { RedisHealth } from '../platform/redis/health.js';
 
 /** The cache's parts: in process for one replica, or shared through Redis. */
 export interface CacheParts {

@@ -4,7 +4,7 @@ import { type Authenticator, createAuthenticator } from '../auth/authenticate.js
 import { createTokenVerifier, type TokenVerifier } from '../auth/verify-token.js';
 import type { OperatorControl } from '../control/operator-control.js';
 import { createInboundLimiter, type InboundLimiter } from '../limits/inbound.js';
-import { RedisHealth } from '../platform/redis/connection.js';
+import { RedisHealth } from '../platform/redis/health.js';
 import type { Foundation } from './foundation.js';
 import type { SharedParts } from './shared.js';
 

@@ -7,7 +7,7 @@ import type { AccessLists } from '../auth/access-lists.js';
 import type { CacheStore } from '../cache/stores/store.js';
 import type { OperatorControl } from '../control/operator-control.js';
 import type { Readiness } from '../planes/admin/admin-app.js';
-import type { RedisHealth } from '../platform/redis/connection.js';
+import type { RedisHealth } from '../platform/redis/health.js';
 import type { BudgetMode } from '../upstream-guard/budget-mode.js';
 import type { CircuitBreaker } from '../upstream-guard/circuit-breaker.js';
 import type { ConfigInForce } from './config-in-force.js';

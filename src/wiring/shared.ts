@@ -4,9 +4,10 @@
  * policy checked as its connection becomes ready. All absent for a single replica without Redis.
  */
 import { errorFields } from '../observability/logger.js';
-import { connectRedis, isSharedRedis, RedisHealth, type SharedRedis } from '../platform/redis/connection.js';
+import { connectRedis, isSharedRedis, type SharedRedis } from '../platform/redis/connection.js';
 import { watchRedisDowntime } from '../platform/redis/downtime.js';
 import { type EvictionSetting, watchEvictionPolicy } from '../platform/redis/eviction-policy.js';
+import { RedisHealth } from '../platform/redis/health.js';
 import { countReplicas, type ReplicaCount } from '../platform/redis/replica-count.js';
 import type { Foundation } from './foundation.js';
 

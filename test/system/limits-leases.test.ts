@@ -7,7 +7,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { createInboundLimiter, type InboundLimiter } from '../../src/limits/inbound.js';
-import { createRedisClient, RedisHealth } from '../../src/platform/redis/connection.js';
+import { createRedisClient } from '../../src/platform/redis/connection.js';
+import { RedisHealth } from '../../src/platform/redis/health.js';
 import { testPrincipal } from '../helpers/principals.js';
 import { clientReady, commandCalls, type RedisServer, startRedis } from '../helpers/redis.js';
 

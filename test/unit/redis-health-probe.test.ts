@@ -9,12 +9,8 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { Cluster } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  createRedisClient,
-  isCommandTimeout,
-  type RedisClient,
-  RedisHealth,
-} from '../../src/platform/redis/connection.js';
+import { createRedisClient, isCommandTimeout, type RedisClient } from '../../src/platform/redis/connection.js';
+import { RedisHealth } from '../../src/platform/redis/health.js';
 
 const TIMEOUT_MS = 50;
 const SUSPEND_MS = 10_000; // far longer than the test: only a probe can end the skip

@@ -9,7 +9,8 @@ import { cacheAddress } from '../../src/cache/entry/cache-key.js';
 import { decodeEntry, strongEtag } from '../../src/cache/entry/entry.js';
 import { createRedisStore } from '../../src/cache/stores/redis-store.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
-import { type RedisClient, RedisHealth } from '../../src/platform/redis/connection.js';
+import type { RedisClient } from '../../src/platform/redis/connection.js';
+import { RedisHealth } from '../../src/platform/redis/health.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { testPrincipal } from '../helpers/principals.js';
 

@@ -6,7 +6,8 @@
  * follower fetches itself.
  */
 import { randomUUID } from 'node:crypto';
-import type { RedisClient, RedisHealth } from '../../platform/redis/connection.js';
+import type { RedisClient } from '../../platform/redis/connection.js';
+import type { RedisHealth } from '../../platform/redis/health.js';
 import type { CacheAddress } from '../entry/cache-key.js';
 
 export type LeaseOutcome = 'acquired' | 'held' | 'unavailable';

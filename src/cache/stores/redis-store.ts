@@ -7,7 +7,8 @@
  * Every failure is a miss or a skipped write, never an error.
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient, RedisHealth } from '../../platform/redis/connection.js';
+import type { RedisClient } from '../../platform/redis/connection.js';
+import type { RedisHealth } from '../../platform/redis/health.js';
 import type { CacheAddress, CacheGroup } from '../entry/cache-key.js';
 import { generationKey } from '../entry/cache-key.js';
 import {
