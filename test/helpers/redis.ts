@@ -5,6 +5,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { Redis } from 'ioredis';
 import { freePort } from '../support/free-port.js';
 import { spawnRedisServer } from '../support/redis-server.js';
 
@@ -105,4 +106,25 @@ export async function commandCalls(
 ): Promise<number> {
   const stats = await client.info('commandstats');
   return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+}
+
+/**
+ * Deletes every key of the cache (entries, generations, leases, the limits' counters) and keeps the
+ * rest: the operator state and the upstream budget's ledger. Between tests, instead of FLUSHALL: a
+ * proxy started next reads the operator state already settled there and serves at once, where on
+ * an emptied Redis it waits for a new one to settle (src/control/operator-control.ts).
+ */
+export async function emptyCache(url: string): Promise<void> {
+  const admin = new Redis(url);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await admin.scan(cursor, 'COUNT', 1000);
+      cursor = next;
+      const cache = keys.filter((key) => !key.startsWith('{slab:budget}') && !key.startsWith('{slab:ctl}'));
+      if (cache.length > 0) await admin.del(...cache);
+    } while (cursor !== '0');
+  } finally {
+    admin.disconnect();
+  }
 }

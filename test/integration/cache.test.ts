@@ -7,7 +7,6 @@
  * begun anew (its first epoch's window, the operator state's age: 2–3 s a test, for nothing this
  * suite is about).
  */
-import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
@@ -16,7 +15,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { emptyCache, type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -32,22 +31,6 @@ const NO_SWR = { cache: { ...POLICY.cache, defaults: { ...POLICY.cache.defaults,
 
 function cacheStatus(res: RawResponse): string {
   return res.headers['cache-status'] ?? '';
-}
-
-/** Deletes every key of the cache (entries, generations, leases, the limits' counters), and keeps the rest. */
-async function emptyCache(url: string): Promise<void> {
-  const admin = new Redis(url);
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await admin.scan(cursor, 'COUNT', 1000);
-      cursor = next;
-      const cache = keys.filter((key) => !key.startsWith('{slab:budget}') && !key.startsWith('{slab:ctl}'));
-      if (cache.length > 0) await admin.del(...cache);
-    } while (cursor !== '0');
-  } finally {
-    admin.disconnect();
-  }
 }
 
 let redis: RedisServer;

@@ -14,7 +14,7 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, type RawResponse } from '../helpers/http.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { emptyCache, type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -39,11 +39,7 @@ describe.each(['memory', 'redis'] as const)('content coding on the %s store', (s
   let upstreamBytes: Buffer;
 
   beforeEach(async () => {
-    if (storeKind === 'redis') {
-      const admin = new Redis(redis.url);
-      await admin.flushall();
-      admin.disconnect();
-    }
+    if (storeKind === 'redis') await emptyCache(redis.url);
     sandbox = await startSandbox();
     proxy = await startProxy({ upstreamUrl: sandbox.url, ...(storeKind === 'redis' && { redisUrl: redis.url }) });
     bearer = await token();

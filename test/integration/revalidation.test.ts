@@ -13,7 +13,7 @@ import { API_PREFIX } from '../../src/sandbox/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox, upstreamCount } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
-import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { emptyCache, type RedisServer, startRedis } from '../helpers/redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -163,8 +163,8 @@ describe.each(['memory', 'redis'] as const)('revalidation through the proxy, on 
 
   beforeEach(async () => {
     if (storeKind === 'redis') {
+      await emptyCache(redis.url);
       admin = new Redis(redis.url);
-      await admin.flushall();
     }
     clock = Date.now();
     refreshes = [];
