@@ -35,6 +35,25 @@ export function redisOk(replica: Replica): Promise<boolean> {
   );
 }
 
+/**
+ * Resolves once every replica counts `count` replicas through Redis (`/readyz`'s `replicas`): what
+ * its local share is made of while Redis is unusable (src/platform/redis/replica-count.ts). Each
+ * counts at its start and then every 2 s, so one started a moment before the others may count
+ * fewer for that long.
+ */
+export async function replicasCounted(replicas: readonly Replica[], count = replicas.length): Promise<void> {
+  const counts = (): Promise<Array<number | undefined>> =>
+    Promise.all(
+      replicas.map((replica) =>
+        send(replica.adminUrl, '/readyz').then(
+          (ready) => (ready.json() as { replicas?: number }).replicas,
+          () => undefined,
+        ),
+      ),
+    );
+  await until(async () => (await counts()).every((n) => n === count), `every replica to count ${String(count)}`);
+}
+
 /** Where the replica's upstream budget takes slots from now (`/readyz`'s `upstream_budget`). */
 export async function budgetMode(replica: Replica): Promise<string | undefined> {
   const ready = await send(replica.adminUrl, '/readyz').catch(() => undefined);

@@ -23,6 +23,7 @@ import {
   startReplicas,
   until,
 } from '../helpers/replicas.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const ADMIN = 'an admin token for the tests';
@@ -300,6 +301,7 @@ describe('run-time settings on every replica (Redis)', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
     sandbox = await startSandbox();
     const replica = () =>
       startProxy({
@@ -501,6 +503,7 @@ describe('with Redis down', () => {
   let proxy: ProxyHandle;
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
     sandbox = await startSandbox();
     // Reads fail open to the upstream while Redis is down (the budget's opt-out): a token is
     // served until it is revoked here.
@@ -557,6 +560,7 @@ describe('two proxy processes sharing Redis', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     env = { UPSTREAM_URL: sandbox.url, REDIS_URL: redis.url, JWT_SECRET: secret, ADMIN_TOKEN: ADMIN };
     replicas = await startReplicas(2, env, config);

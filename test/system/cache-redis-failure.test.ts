@@ -21,6 +21,7 @@ import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { parseExposition } from '../helpers/prometheus.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { until } from '../helpers/replicas.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 /**
@@ -188,6 +189,7 @@ describe('Redis killed mid-traffic', () => {
   let proxy: ProxyHandle;
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
     proxy = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, config: CACHE_CONFIG });
     await redisUsable(proxy);
   });
@@ -280,6 +282,7 @@ describe('Redis paused (SIGSTOP) mid-traffic', () => {
   const lines: LogLine[] = [];
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
     const destination = new Writable({
       write(chunk: Buffer, _encoding, done) {
         for (const text of chunk.toString('utf8').split('\n'))
@@ -385,6 +388,7 @@ describe('corrupt entries in Redis', () => {
   const proxies: ProxyHandle[] = [];
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
   });
   afterAll(async () => {
     await Promise.all(proxies.map((p) => p.close()));

@@ -13,7 +13,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox, upstreamCount } from '../helpers/env.js';
 import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { type Replica, startReplica } from '../helpers/replicas.js';
-import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = randomBytes(32).toString('base64url');
 
@@ -28,6 +28,7 @@ describe.each(REDIS_TOPOLOGIES)('two replicas sharing Redis (%s)', (topology) =>
 
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
+    await settledOperatorState(redis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     const env = { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env };
     replicas.push(...(await Promise.all([startReplica(env), startReplica(env)])));

@@ -20,6 +20,7 @@ import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type Replica, type ReplicaEnv, redisOk, replicaConfig, startReplica, until } from '../helpers/replicas.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { freePorts } from '../support/free-port.js';
 import { type ClusterNode, type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 
@@ -41,6 +42,7 @@ beforeAll(async () => {
   sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
   const ports = await freePorts(6);
   cluster = await startRedisCluster({ ports });
+  await settledOperatorState(cluster);
   seeds = await cluster.masters();
   revoked = await mintDevToken({ company: 1, secret, subject: REVOKED_SUB });
   reader = await mintDevToken({ company: 1, secret, subject: 'changed-reader' });

@@ -12,7 +12,7 @@ import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
-import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'coalescing exactly once: thirty-two bytes at least';
 const KEYS = 20;
@@ -26,6 +26,7 @@ describe.each(REDIS_TOPOLOGIES)('coalescing across 3 replicas (%s Redis)', (topo
 
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
+    await settledOperatorState(redis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     replicas = await startReplicas(3, { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env }, unmetLimits(3));
   });

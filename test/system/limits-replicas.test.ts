@@ -10,8 +10,8 @@ import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
-import { type Replica, redisOk, startReplicas, until } from '../helpers/replicas.js';
-import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { type Replica, redisOk, replicasCounted, startReplicas, until } from '../helpers/replicas.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'limits across replicas: a secret of at least thirty-two bytes';
 const TARGET = `${API_PREFIX}/warehouses`;
@@ -44,6 +44,7 @@ function withReplicas(topology: 'single' | 'cluster'): { replicas: Replica[]; re
   let sandbox: Sandbox | undefined;
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
+    await settledOperatorState(redis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     replicas.push(...(await startReplicas(2, { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env }, LIMITS)));
   });
@@ -101,6 +102,7 @@ describe('limits with Redis gone', () => {
     const [one, two] = replicas as [Replica, Replica];
     const redis = shared().server;
     if (redis === undefined) throw new Error('one Redis was asked for');
+    await replicasCounted(replicas); // what each one's share is made of
     await redis.kill();
     const down1 = await burst(one, await tokenFor('down-1'), 12);
     const down2 = await burst(two, await tokenFor('down-1'), 12);
@@ -118,6 +120,7 @@ describe('the local share follows the replicas counted through Redis', () => {
   let sandbox: Sandbox | undefined;
   beforeAll(async () => {
     redis = await startSharedRedis('single');
+    await settledOperatorState(redis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     // The config says one replica; three run: the count, not the config, makes the share.
     const config =

@@ -12,6 +12,7 @@ import { getWithToken, send } from '../helpers/http.js';
 import { type Exposition, parseExposition } from '../helpers/prometheus.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { until } from '../helpers/replicas.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 let sandbox: Sandbox;
@@ -24,6 +25,7 @@ const ADMIN_TOKEN = 'metrics-admin-token-of-some-length';
 beforeAll(async () => {
   sandbox = await startSandbox();
   redis = await startRedis();
+  await settledOperatorState(redis);
   proxy = await startProxy({
     upstreamUrl: sandbox.url,
     redisUrl: redis.url,

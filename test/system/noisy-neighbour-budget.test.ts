@@ -21,7 +21,7 @@ import { closedLoop } from '../helpers/load.js';
 import { parseExposition } from '../helpers/prometheus.js';
 import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
 import { type SandboxProcess, startSandboxProcess } from '../helpers/sandbox-process.js';
-import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'noisy neighbour: thirty-two bytes at the very least';
 const PHASE_MS = 5_000;
@@ -78,6 +78,7 @@ describe.each([
 
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
+    await settledOperatorState(redis);
     sandbox = await startSandboxProcess(secret);
     await sandbox.setFaults({ latencyMs: 100 });
     stormToken = await mintDevToken({ company: 1, secret });

@@ -17,7 +17,7 @@ import { recordFigure } from '../helpers/figures.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { type Replica, type ReplicaEnv, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
-import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'operator state durability: thirty-two bytes at least';
 const ADMIN = 'the admin token of the durability suite';
@@ -129,6 +129,7 @@ describe.each(REDIS_TOPOLOGIES)('operator decisions through Redis failures (%s R
 
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
+    await settledOperatorState(redis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     env = {
       UPSTREAM_URL: sandbox.url,
@@ -258,6 +259,7 @@ describe('operator decisions through a restart of every process (a persistent Re
   beforeAll(async () => {
     cacheRedis = await startRedis();
     controlRedis = await startRedis({ appendOnlyDir: mkdtempSync(join(tmpdir(), 'slab-control-aof-')) });
+    await settledOperatorState(controlRedis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     env = {
       UPSTREAM_URL: sandbox.url,

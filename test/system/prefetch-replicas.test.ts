@@ -15,7 +15,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
-import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'prefetch across replicas: a secret of thirty-two bytes';
 
@@ -55,6 +55,7 @@ describe.each(REDIS_TOPOLOGIES)('prefetch across two replicas (%s Redis)', (topo
   let replicas: Replica[] = [];
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
+    await settledOperatorState(redis);
     sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
     replicas = await startReplicas(
       2,

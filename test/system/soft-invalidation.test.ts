@@ -18,7 +18,7 @@ import { startSandbox, upstreamTarget } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
-import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'soft invalidation: thirty-two bytes at least, surely';
 const ADMIN_TOKEN = 'soft-invalidation-admin-token';
@@ -43,6 +43,7 @@ async function etagOn(replica: Replica, path: string): Promise<string> {
 
 beforeAll(async () => {
   redis = await startSharedRedis('cluster');
+  await settledOperatorState(redis);
   sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
   replicas = await startReplicas(
     3,

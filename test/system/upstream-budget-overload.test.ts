@@ -20,7 +20,7 @@ import { getWithToken } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
 import { type Replica, replicaConfig, startReplica, startReplicas, unmetLimits } from '../helpers/replicas.js';
 import { phaseOf, type SandboxProcess, startSandboxProcess } from '../helpers/sandbox-process.js';
-import { REDIS_TOPOLOGIES, type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
+import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'upstream budget overload: thirty-two bytes at least';
 const MAX_CONCURRENT = 5;
@@ -47,6 +47,7 @@ describe.each(REDIS_TOPOLOGIES)('the upstream budget under overload (%s Redis)',
 
   beforeAll(async () => {
     redis = await startSharedRedis(topology);
+    await settledOperatorState(redis);
     sandbox = await startSandboxProcess(secret);
     token = await mintDevToken({ company: 1, secret });
     replicas = await startReplicas(
