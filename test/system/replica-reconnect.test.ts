@@ -84,9 +84,12 @@ describe('a replica and an unreachable Redis Cluster', () => {
   it('refuses reads until it has read the operator state; opted out, serves degraded; both say for how long', {
     timeout: 30_000,
   }, async () => {
-    early = await launch(OPTED_OUT, false);
-    strict = await launch('control: { maxStaleness: 1, unconfirmed: serve }\n', false);
-    unread = await launch('', false);
+    // Started together: each waits out its start's bound on the wait for Redis, none for another.
+    [early, strict, unread] = await Promise.all([
+      launch(OPTED_OUT, false),
+      launch('control: { maxStaleness: 1, unconfirmed: serve }\n', false),
+      launch('', false),
+    ]);
     const reader = await mintDevToken({ company: 1, secret });
     expect((await getWithToken(early.url, TARGET, reader)).status).toBe(200); // fail-open to the upstream
     const refused = await getWithToken(unread.url, TARGET, reader);
