@@ -20,6 +20,7 @@ import { getWithToken, send } from '../helpers/http.js';
 import { runNode } from '../helpers/process.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { type Replica, replicaConfig, startReplica, until } from '../helpers/replicas.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { freePort } from '../support/free-port.js';
 
 const secret = 'lifecycle tests: a secret of at least thirty-two bytes';
@@ -30,6 +31,7 @@ let reader: string;
 beforeAll(async () => {
   sandbox = await startSandbox({ keys: { kind: 'secret', secret } });
   redis = await startRedis();
+  await settledOperatorState(redis);
   reader = await mintDevToken({ company: 1, subject: 'lifecycle', secret });
 });
 
@@ -43,7 +45,8 @@ async function readyz(replica: Replica): Promise<{ status: number; body: { statu
   return { status: res.status, body: res.json() as { status?: string; redis?: string } };
 }
 
-describe('readiness', () => {
+// Concurrent: each start waits out its own bound on the wait for Redis, neither waits for the other.
+describe.concurrent('readiness', () => {
   /** A start against a port where no Redis answers, with `config`; the admin URL, port and process. */
   async function startWithoutRedis(config: string): Promise<{ admin: string; url: string; stop(): Promise<void> }> {
     const deadRedis = `redis://127.0.0.1:${String(await freePort())}`;
