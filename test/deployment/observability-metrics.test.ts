@@ -12,6 +12,7 @@ import { getWithToken, send } from '../helpers/http.js';
 import { type Exposition, parseExposition } from '../helpers/prometheus.js';
 import { metricNames, observabilityExpressions, readDashboard } from '../helpers/promql.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 /** Recorded by Prometheus itself for each target, never on `/metrics`. */
@@ -36,6 +37,7 @@ let scraped: string;
 beforeAll(async () => {
   sandbox = await startSandbox();
   redis = await startRedis();
+  await settledOperatorState(redis);
   proxy = await startProxy({
     upstreamUrl: sandbox.url,
     redisUrl: redis.url,

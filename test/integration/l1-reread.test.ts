@@ -13,6 +13,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { commandCalls, type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const ADMIN_TOKEN = 'l1-reread-admin-token-of-some-length';
@@ -42,6 +43,7 @@ async function redisCalls(command: string): Promise<number> {
 
 beforeAll(async () => {
   redis = await startRedis();
+  await settledOperatorState(redis);
   sandbox = await startSandbox();
   bearer = await token();
   proxy = await startProxy({

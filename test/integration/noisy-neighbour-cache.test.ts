@@ -18,6 +18,7 @@ import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { parseExposition } from '../helpers/prometheus.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 /**
@@ -51,6 +52,7 @@ let readerToken: string;
 beforeAll(async () => {
   sandbox = await startSandbox();
   redis = await startRedis();
+  await settledOperatorState(redis);
   crawlerToken = await token({ company: LARGE_COMPANY });
   readerToken = await token({ company: 2 });
 });

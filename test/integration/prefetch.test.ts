@@ -13,6 +13,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 interface Page {
@@ -54,6 +55,7 @@ describe.each(['memory', 'redis'] as const)(
     beforeAll(async () => {
       sandbox = await startSandbox();
       redis = storeKind === 'redis' ? await startRedis() : undefined;
+      if (redis !== undefined) await settledOperatorState(redis);
       proxy = await startProxy({
         upstreamUrl: sandbox.url,
         config: PREFETCH,

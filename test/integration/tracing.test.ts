@@ -19,6 +19,7 @@ import { type ProxyHandle, startProxy, startSandbox, upstreamCount } from '../he
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { type OtlpReceiver, type ReceivedExport, startOtlpReceiver } from '../helpers/otlp-receiver.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -345,6 +346,7 @@ describe('tracing across two replicas sharing Redis', () => {
   let redis: RedisServer;
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
   });
   afterAll(() => redis.stop());
 

@@ -9,6 +9,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -111,6 +112,7 @@ describe('the pause is shared by every replica (Redis)', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
+    await settledOperatorState(redis);
     sandbox = await startSandbox();
     replicas = [
       await startProxy({ upstreamUrl: sandbox.url, config: CONFIG, redisUrl: redis.url }),
