@@ -16,6 +16,7 @@ import { canonicaliseTarget } from '../helpers/canonicalise.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { emptyCache, type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -36,6 +37,7 @@ function cacheStatus(res: RawResponse): string {
 let redis: RedisServer;
 beforeAll(async () => {
   redis = await startRedis();
+  await settledOperatorState(redis);
 });
 afterAll(() => redis.stop());
 

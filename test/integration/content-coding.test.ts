@@ -15,6 +15,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { emptyCache, type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -24,6 +25,7 @@ const PAGE = `${P}/receipts?per_page=30`;
 let redis: RedisServer;
 beforeAll(async () => {
   redis = await startRedis();
+  await settledOperatorState(redis);
 });
 afterAll(() => redis.stop());
 

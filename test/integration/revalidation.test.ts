@@ -14,6 +14,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox, upstreamCount } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
 import { emptyCache, type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const P = API_PREFIX;
@@ -150,6 +151,7 @@ function changeFirstRecord(sandbox: Sandbox, resource: ResourceName, company: nu
 let redis: RedisServer;
 beforeAll(async () => {
   redis = await startRedis();
+  await settledOperatorState(redis);
 });
 afterAll(() => redis.stop());
 
