@@ -5,15 +5,13 @@
 import { pino } from 'pino';
 import { createProxyApp, type ProxyApp } from '../../src/app.js';
 import type { KeySourceOptions } from '../../src/auth/key-source.js';
-import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { mergeOver, validateFileConfig } from '../../src/config/load.js';
 import { BUILT_IN_CONFIG, type FileConfig } from '../../src/config/schema.js';
-import { ProxyError } from '../../src/errors/proxy-error.js';
 import type { Tracing } from '../../src/observability/tracing.js';
-import { createSandbox, type Sandbox, type SandboxOptions } from '../../src/sandbox/server.js';
-import { canonicaliseTarget } from './canonicalise.js';
+import type { SandboxOptions } from '../../src/sandbox/server.js';
+import { DEV_KEYS, startSandbox } from './sandbox.js';
 
-export const DEV_KEYS: KeySourceOptions = { kind: 'secret', secret: DEV_SECRET };
+export { DEV_KEYS, startSandbox, upstreamCount, upstreamTarget } from './sandbox.js';
 
 /**
  * Caching off: every read goes to the upstream. For suites about forwarding itself (error mapping,
@@ -37,12 +35,6 @@ const GENEROUS_LIMITS = {
 /** A config document over the built-in defaults, validated as the start would. */
 export function configWith(overrides: Record<string, unknown> = {}): FileConfig {
   return validateFileConfig(mergeOver(BUILT_IN_CONFIG, overrides));
-}
-
-export async function startSandbox(options: Partial<SandboxOptions> = {}): Promise<Sandbox> {
-  const sandbox = createSandbox({ keys: DEV_KEYS, control: true, rateLimitPerSecond: 0, ...options });
-  await sandbox.listen(0, '127.0.0.1');
-  return sandbox;
 }
 
 export interface ProxyHandle {
@@ -96,18 +88,6 @@ export async function startProxy(options: StartProxyOptions): Promise<ProxyHandl
     adminUrl: adminPort === undefined ? undefined : `http://127.0.0.1:${adminPort}`,
     close: () => app.close(),
   };
-}
-
-/** The target the proxy forwards for a client target: what the sandbox counts in `byTarget`. */
-export function upstreamTarget(target: string): string {
-  const read = canonicaliseTarget(target);
-  if (read instanceof ProxyError) throw new Error(`not a cacheable read: ${target}`);
-  return read.upstreamTarget;
-}
-
-/** Upstream requests the sandbox received for a client target (under its canonical form). */
-export function upstreamCount(sandbox: Sandbox, target: string): number {
-  return sandbox.stats().byTarget[upstreamTarget(target)] ?? 0;
 }
 
 /** A sandbox with a proxy in front of it: the usual test bed. */

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Change } from '../../src/sandbox/change-log.js';
 import { API_PREFIX } from '../../src/sandbox/resources.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
-import { startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
+import { startSandbox } from '../helpers/sandbox.js';
 import { token } from '../helpers/tokens.js';
 
 let sandbox: Sandbox;

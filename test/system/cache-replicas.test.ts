@@ -10,9 +10,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
-import { startSandbox, upstreamCount } from '../helpers/env.js';
 import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { type Replica, startReplica } from '../helpers/replicas.js';
+import { startSandbox, upstreamCount } from '../helpers/sandbox.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = randomBytes(32).toString('base64url');

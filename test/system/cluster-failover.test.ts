@@ -13,11 +13,11 @@ import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { coldTargets } from '../helpers/cold-targets.js';
-import { startSandbox, upstreamTarget } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
 import { type Replica, startReplicas, unmetLimits } from '../helpers/replicas.js';
+import { startSandbox, upstreamTarget } from '../helpers/sandbox.js';
 import { type SharedRedis, startSharedRedis } from '../helpers/shared-redis.js';
 import type { ClusterNode, RedisCluster } from '../support/redis-cluster.js';
 

@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
-import { startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { type Replica, redisOk, replicasCounted, startReplicas, until } from '../helpers/replicas.js';
+import { startSandbox } from '../helpers/sandbox.js';
 import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'limits across replicas: a secret of at least thirty-two bytes';

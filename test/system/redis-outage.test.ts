@@ -16,13 +16,13 @@ import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
 import { coldTargets } from '../helpers/cold-targets.js';
-import { startSandbox, upstreamTarget } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { closedLoop } from '../helpers/load.js';
 import { parseExposition } from '../helpers/prometheus.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { budgetMode, type Replica, redisOk, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
+import { startSandbox, upstreamTarget } from '../helpers/sandbox.js';
 
 const secret = 'redis outage: thirty-two bytes at least, to be sure';
 const COMPANIES = [1, 2];

@@ -12,11 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
-import { startSandbox } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { parseExposition } from '../helpers/prometheus.js';
 import { type Replica, type ReplicaEnv, redisOk, replicaConfig, startReplica, until } from '../helpers/replicas.js';
+import { startSandbox } from '../helpers/sandbox.js';
 import { freePorts } from '../support/free-port.js';
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js';
 

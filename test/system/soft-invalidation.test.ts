@@ -14,10 +14,10 @@ import { API_PREFIX } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import { ChangeWebhook } from '../../src/sandbox/change-webhook.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
-import { startSandbox, upstreamTarget } from '../helpers/env.js';
 import { recordFigure } from '../helpers/figures.js';
 import { getWithToken } from '../helpers/http.js';
 import { type Replica, startReplicas, unmetLimits, until } from '../helpers/replicas.js';
+import { startSandbox, upstreamTarget } from '../helpers/sandbox.js';
 import { type SharedRedis, settledOperatorState, startSharedRedis } from '../helpers/shared-redis.js';
 
 const secret = 'soft invalidation: thirty-two bytes at least, surely';

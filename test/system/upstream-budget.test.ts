@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PREFIX, RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
 import type { Sandbox } from '../../src/sandbox/server.js';
-import { startSandbox } from '../helpers/env.js';
 import { getWithToken, type RawResponse } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { type Replica, startReplicas } from '../helpers/replicas.js';
+import { startSandbox } from '../helpers/sandbox.js';
 
 const secret = 'upstream budget across replicas: thirty-two bytes at least';
 const MAX_CONCURRENT = 4;

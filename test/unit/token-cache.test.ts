@@ -10,8 +10,8 @@ import { VerifiedTokenCache } from '../../src/auth/token-cache.js';
 import { createTokenVerifier } from '../../src/auth/verify-token.js';
 import { DEV_SECRET } from '../../src/cli/dev-credentials.js';
 import { UnauthenticatedError } from '../../src/errors/proxy-error.js';
-import { DEV_KEYS } from '../helpers/env.js';
 import { testPrincipal } from '../helpers/principals.js';
+import { DEV_KEYS } from '../helpers/sandbox.js';
 import { token } from '../helpers/tokens.js';
 
 function principal(expiresAt: number, company = '1'): Principal {
