@@ -13,6 +13,7 @@ import type { Sandbox } from '../../src/sandbox/server.js';
 import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
 const run = promisify(execFile);
@@ -62,6 +63,7 @@ let proxy: ProxyHandle;
 
 beforeAll(async () => {
   redis = await startRedis();
+  await settledOperatorState(redis);
   sandbox = await startSandbox();
   proxy = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN_TOKEN });
   // What the metrics example shows: one miss on receipts, then hits.

@@ -10,6 +10,7 @@ import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { until } from '../helpers/replicas.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 
 const ADMIN_TOKEN = 'company-weights-admin-token-of-some-length';
 const CONFIG = { upstream: { companyWeights: { '5': 2, '7': 3 } } };
@@ -54,6 +55,7 @@ async function weights(proxy: ProxyHandle): Promise<WeightsView> {
 
 beforeAll(async () => {
   redis = await startRedis();
+  await settledOperatorState(redis);
   sandbox = await startSandbox();
 });
 

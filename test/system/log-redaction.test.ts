@@ -18,6 +18,7 @@ import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { type RawResponse, type SendOptions, send } from '../helpers/http.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 import { until } from '../helpers/replicas.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 import { freePort } from '../support/free-port.js';
 
@@ -187,6 +188,7 @@ secrets.add(WORDY_ADMIN_TOKEN);
 
 beforeAll(async () => {
   [sandbox, redis] = await Promise.all([startSandbox(), startRedis()]);
+  await settledOperatorState(redis);
   const common = { upstreamUrl: sandbox.url, issuer: ISSUER, audience: AUDIENCE, logger };
   [main, limited, passthrough] = await Promise.all([
     startProxy({
