@@ -64,18 +64,20 @@ class OriginGuard {
   async fetch(request: ReadRequest, validators: Validators | undefined): Promise<OriginOutcome> {
     const { breaker, pause, metrics } = this.#options;
     const company = request.principal.company;
-    const spare = request.prefetch?.spare === true;
-    if (spare && breaker.state !== 'closed') return NO_SPARE;
+    // Read at each step: a prefetch a client joins meanwhile is that request's fetch from then on.
+    const spare = (): boolean => request.prefetch?.spare === true;
+    if (spare() && breaker.state !== 'closed') return NO_SPARE;
     const paused = await pause.check(company);
-    const refusal = this.#refusal(paused, spare);
+    const refusal = this.#refusal(paused, spare());
     if (refusal !== undefined) return refusal;
     const probe = paused.kind === 'go' && paused.probe;
     const slot = await this.#slot(request, validators);
     if (slot.kind === 'refused') {
-      if (probe) await pause.resume(company);
-      if (spare) return NO_SPARE;
+      const refusedSpare = spare();
       // The upstream's budget is spent for now: not a failure of the upstream, so not the breaker's.
-      metrics?.upstreamRefused('budget');
+      if (!refusedSpare) metrics?.upstreamRefused('budget');
+      if (probe) await pause.resume(company);
+      if (refusedSpare) return NO_SPARE;
       return { kind: 'failure', error: new UpstreamUnavailableError(1), fwdStatus: 503, upstreamMs: 0 };
     }
     await this.#learn(request, slot.value, probe);
@@ -109,13 +111,18 @@ class OriginGuard {
       granted = performance.now();
       return this.#fetch(request, validators);
     };
-    if (prefetch?.spare === true) {
-      const promotion = { whenPromoted: (promote: () => void) => prefetch.whenJoined(promote), waitMs: maxQueueWaitMs };
-      return budget.runSpare(job, Math.min(SPARE_WAIT_MS, maxQueueWaitMs), promotion, company);
-    }
-    const slot = await budget.run(job, maxQueueWaitMs, company);
-    // A client's fill (a prefetch a client joined included) counts for its company's figures.
-    metrics?.companySlot(company, slot.kind !== 'refused', ((granted ?? performance.now()) - asked) / 1000);
+    const slot =
+      prefetch?.spare === true
+        ? await budget.runSpare(
+            job,
+            Math.min(SPARE_WAIT_MS, maxQueueWaitMs),
+            { whenPromoted: (promote) => prefetch.whenJoined(promote), waitMs: maxQueueWaitMs },
+            company,
+          )
+        : await budget.run(job, maxQueueWaitMs, company);
+    // A client's fill (a prefetch a client joined while it waited included) counts for its company's figures.
+    if (prefetch?.spare !== true)
+      metrics?.companySlot(company, slot.kind !== 'refused', ((granted ?? performance.now()) - asked) / 1000);
     return slot;
   }
 
