@@ -11,7 +11,6 @@ import type { Metrics } from '../../observability/metrics.js';
 import { createTurnGate } from '../../platform/turn-gate.js';
 import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
-import { headsOf } from '../entry/marks.js';
 import type { L1Cache } from '../stores/l1.js';
 import { type CacheStore, isCurrent, type StoreLookup } from '../stores/store.js';
 import { type LifetimeEvidence, nextLifetime } from './auto-lifetime.js';
@@ -147,7 +146,7 @@ export class FetchAndStore {
       current === undefined ? { kind: 'first' } : { kind: 'changed', previous: current };
     const under = {
       generation: generation ?? '',
-      mark: lookup.mark === undefined ? undefined : headsOf(lookup.mark),
+      mark: lookup.mark,
       lifetimeMs: this.#lifetime(answer.status, policy, evidence, answer.lastModified),
     };
     const entry = entryFor(answer, policy, under, now(), ahead);

@@ -10,9 +10,19 @@ import type { EffectivePolicy } from './policy.js';
 /** How long past its freshness a page fetched ahead is kept at least, ms (docs/cache.md#prefetch). */
 const AHEAD_KEPT_MS = 60_000;
 
-/** What a new entry is stored under: the group's generation, its marks and the page's own lifetime. */
+/**
+ * The marks an entry keeps (marks.ts): the heads of those read before the upstream was asked, so
+ * that a change announced since leaves it stale; none when there were none.
+ */
+function keptMarks(read: string | undefined): string | undefined {
+  const heads = read === undefined ? '' : headsOf(read);
+  return heads === '' ? undefined : heads;
+}
+
+/** What a new entry is stored under: the group's generation, the marks read and the page's own lifetime. */
 export interface StoredUnder {
   readonly generation: string;
+  /** The page's marks as the store gave them, before the upstream was asked. */
   readonly mark: string | undefined;
   readonly lifetimeMs: number | undefined;
 }
@@ -50,6 +60,7 @@ export function entryFor(
 ): CacheEntry {
   const etag = strongEtag(answer.body);
   const times = timesFor(answer.status, policy, storedAt, under.lifetimeMs);
+  const mark = keptMarks(under.mark);
   return {
     status: answer.status,
     contentType: answer.contentType ?? 'application/json',
@@ -65,8 +76,7 @@ export function entryFor(
     upstreamEtag: answer.etag,
     lastModified: answer.lastModified,
     ...(ahead && { ahead: true }),
-    // The marks read before the upstream was asked (marks.ts): a change announced since leaves it stale.
-    ...(under.mark !== undefined && under.mark !== '' && { mark: under.mark }),
+    ...(mark !== undefined && { mark }),
   };
 }
 
@@ -85,7 +95,7 @@ export function revalidated(
 ): CacheEntry {
   return {
     ...current,
-    mark: mark === undefined || mark === '' ? undefined : headsOf(mark),
+    mark: keptMarks(mark),
     // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
     ahead: undefined,
     ...timesFor(current.status, policy, at, lifetimeMs),
