@@ -13,7 +13,7 @@ import { benchMarkdown, disturbanceOf } from './report/markdown.js';
 import { crowdVerdict, freshnessVerdicts, neighbourVerdict } from './report/phase-verdicts.js';
 import { benchResultLine } from './report/result-line.js';
 import { type Verdict, verdicts } from './report/verdicts.js';
-import { BARE, NGINX, PROXY, PROXY_BR } from './run/hit-rounds.js';
+import { BARE, HAPROXY, NGINX, PROXY, PROXY_BR } from './run/hit-rounds.js';
 
 // The names the tests of the report and of docs/benchmarks.md read.
 export type { TargetFigures } from './report/figures.js';
@@ -32,8 +32,9 @@ function runVerdicts(run: BenchRun): Verdict[] {
       proxyBr: figuresOf(PROXY_BR),
       bodies: run.bodies,
       nginx: figuresOf(NGINX),
+      haproxy: figuresOf(HAPROXY),
       bare: figuresOf(BARE),
-      upstreamDuringHits: run.upstreamDuringHits,
+      upstream: { requests: run.upstreamDuringHits, allowed: run.refreshesAllowed },
       coalesced: run.coalesced,
       stored: { ratio: run.stored.storedRatio, target: TARGET_STORED_RATIO, pass: run.stored.pass },
       rateLimited: {
@@ -52,11 +53,12 @@ function runVerdicts(run: BenchRun): Verdict[] {
   ];
 }
 
-/** The generator, nginx, connections and rounds: the stamp's details after the date and the machine. */
-function stampDetails({ ctx, nginx }: BenchRun['setup']): string[] {
+/** The generator, the anchors, connections and rounds: the stamp's details after the date and the machine. */
+function stampDetails({ ctx, nginx, haproxy }: BenchRun['setup']): string[] {
   return [
     ctx.generator.label,
     'missing' in nginx ? 'no nginx' : `nginx ${nginx.version}`,
+    'missing' in haproxy ? 'no HAProxy' : `HAProxy ${haproxy.version}`,
     `${String(ctx.settings.connections)} connections`,
     `${String(ctx.settings.rounds)} rounds × ${String(ctx.settings.seconds)} s`,
   ];

@@ -5,8 +5,9 @@
  * The rig (bench/run/rig.ts) starts, as separate processes, `redis-server`, the sandbox system of
  * record, two proxies (`node dist/main.js` as shipped: token verification, permission check, the
  * inbound limits shared through Redis but never refusing, one request log line per request to
- * /dev/null), the bare `node:http` server answering the same page bytes, and — with `nginx`
- * installed — nginx caching the same pages from a local origin. Then the phases of bench/phases/,
+ * /dev/null), the bare `node:http` server answering the same page bytes, and — where installed —
+ * nginx caching the same pages from a local origin, and HAProxy doing the proxy's job on a hit by
+ * configuration (bench/haproxy-cache.cfg) on the same origin. Then the phases of bench/phases/,
  * in this order:
  *
  *   warm.ts              50 pages of 30 records through proxy 1, checked to be hits with the upstream's bytes
@@ -69,7 +70,7 @@ async function bench(): Promise<number> {
   const { bearer, sandbox } = rig;
   const pages = await warmPages(rig.proxy1.url, sandbox.url, bearer);
   const bodies = await brBodies(rig.proxy1.url, pages, bearer);
-  const anchors = await startAnchors(rig, pages, setup.nginx);
+  const anchors = await startAnchors(rig, pages, setup);
 
   const hitRounds = await runHitRounds(ctx, rig, anchors, pages);
   const allocation = await runAllocation(ctx, allocationInput(rig, anchors, pages), allocationSettings());

@@ -1,11 +1,13 @@
 /**
- * The config of the bench's proxies (and `npm run profile`'s): long TTLs (nothing expires during a
- * run), inbound limits on, shared through Redis and never refusing, and the L1 lifetime of
- * BENCH_L1_TTL when it is set.
+ * The config of the bench's proxies (and `npm run profile`'s): long TTLs but for movements, which
+ * keeps its shipped lifetime so that its pages expire and are refreshed while hits are measured
+ * (BENCH_REFRESHING=0: nothing expires during a run), inbound limits on, shared through Redis and
+ * never refusing, and the L1 lifetime of BENCH_L1_TTL when it is set.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
+import { RESOURCE_NAMES, type ResourceName } from '../../src/catalog/resources.js';
+import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 import { envInt } from './env.js';
 
 /**
@@ -16,6 +18,15 @@ import { envInt } from './env.js';
  */
 export const NEVER_REFUSING = { points: 10_000_000, duration: envInt('BENCH_LIMIT_WINDOW', 60, 1, 3600) } as const;
 export const KEY_PREFIX = 'slab';
+
+/**
+ * The resource whose pages expire during the hit rounds, at its shipped lifetime (seconds), so that
+ * hits are measured with refreshes running as in production; none with BENCH_REFRESHING=0.
+ */
+export const REFRESHING: { readonly resource: ResourceName; readonly ttl: number } | undefined =
+  envInt('BENCH_REFRESHING', 1, 0, 1) === 0
+    ? undefined
+    : { resource: 'movements', ttl: BUILT_IN_CONFIG.cache.resources?.movements?.ttl ?? 10 };
 
 /**
  * Writes the config file `name` in `dir` with the credential policy given (and an `upstream:` line,
@@ -37,7 +48,7 @@ export function writeBenchConfig(
       `  keyPrefix: ${keyPrefix}`,
       '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
       '  resources:',
-      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: 3600 }`),
+      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: ${String(r === REFRESHING?.resource ? REFRESHING.ttl : 3600)} }`),
       ...(l1Ttl === 0 ? [] : [`  l1: { maxBytes: 67108864, ttl: ${String(l1Ttl)} }`]),
       'rateLimit:',
       `  perCredential: { points: ${String(perCredential.points)}, duration: ${String(perCredential.duration)} }`,

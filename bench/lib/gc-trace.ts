@@ -57,11 +57,18 @@ export class GcTrace {
   }
 }
 
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? 0 : (sorted[Math.floor((sorted.length - 1) / 2)] ?? 0);
+}
+
 export interface GcSummary {
   readonly collections: number;
   readonly bytesPerAnswer: number;
   readonly promotedPerAnswer: number;
   readonly scavenges: number;
+  /** The median young-generation pause: what a scavenge usually costs the requests it holds. */
+  readonly medianScavengeMs: number;
   readonly longestScavengeMs: number;
   readonly fullCollections: number;
   readonly longestFullMs: number;
@@ -76,6 +83,7 @@ export function summarizeGc(events: readonly GcEvent[], answers: number): GcSumm
     bytesPerAnswer: sum((e) => e.allocatedBytes) / Math.max(1, answers),
     promotedPerAnswer: sum((e) => e.promotedBytes) / Math.max(1, answers),
     scavenges: young.length,
+    medianScavengeMs: median(young.map((e) => e.pauseMs)),
     longestScavengeMs: young.reduce((max, e) => Math.max(max, e.pauseMs), 0),
     fullCollections: full.length,
     longestFullMs: full.reduce((max, e) => Math.max(max, e.pauseMs), 0),

@@ -1,6 +1,6 @@
 /**
  * The hit phase: interleaved closed-loop rounds against every target (the bare `node:http`
- * server, nginx's proxy_cache, the proxy's cache hits, …), over the 50 warmed pages and over one
+ * server, nginx's proxy_cache, HAProxy doing the same job, the proxy's cache hits, …), over the 50 warmed pages and over one
  * page, each server pinned to the server CPU and the generator to the client CPU. Reports
  * medians per target and workload: req/s, its ratio to the bare server, p50/p99, server CPU per
  * request, client CPU, bytes per answer.
@@ -21,7 +21,7 @@ import { describeTail } from '../lib/tail-probe.js';
 import { type BenchContext, type Page, requestsFor } from './context.js';
 
 /** The servers a target can run against. */
-export type ServerName = 'bare' | 'nginx' | 'proxy' | 'before';
+export type ServerName = 'bare' | 'nginx' | 'haproxy' | 'proxy' | 'before';
 
 /** One line of the results: a server, and the headers its requests carry beyond Authorization. */
 export interface HitTarget {

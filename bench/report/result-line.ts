@@ -18,6 +18,7 @@ export function benchResultLine(
   return `BENCH_RESULT ${JSON.stringify({
     generator: setup.ctx.generator.label,
     nginx: 'missing' in setup.nginx ? null : setup.nginx.version,
+    haproxy: 'missing' in setup.haproxy ? null : setup.haproxy.version,
     targets: rows.map(targetResult),
     busy_rounds: disturbance.busyRounds,
     hit_rounds: disturbance.rounds,
@@ -33,7 +34,8 @@ export function benchResultLine(
       [...resume.byTarget].map(([name, f]) => [name, { first_p99_ms: f.firstP99Ms, steady_p99_ms: f.steadyP99Ms }]),
     ),
     upstream_during_hits: run.upstreamDuringHits,
-    nginx_origin_during_hits: run.originDuringHits,
+    refreshes_allowed_during_hits: run.refreshesAllowed,
+    anchors_origin_during_hits: run.originDuringHits,
     rate_limited: {
       rps: Math.round(rateLimited.refused.rps),
       us_cpu_per_req: round(rateLimited.refused.usPerRequest, 2),

@@ -1,9 +1,12 @@
 /**
  * The hit rounds of `npm run bench`: every target in interleaved closed-loop rounds
  * (bench/phases/hits.ts), then paced at half the proxy's throughput (bench/phases/half-load.ts),
- * with the upstream and nginx's origin counted around both: neither is to be asked for anything
- * meanwhile.
+ * with the upstream and the anchors' origin counted around both: the origin is to be asked for
+ * nothing meanwhile, the upstream for the refreshes of the pages that expire alone.
  */
+import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
+import { REFRESHING } from '../lib/bench-config.js';
+import { envInt, envText } from '../lib/env.js';
 import { say } from '../lib/format.js';
 import { sandboxStats } from '../lib/http.js';
 import type { Summary } from '../lib/rounds.js';
@@ -17,6 +20,7 @@ export const BARE = 'bare node:http';
 export const PROXY = 'proxy cache hits';
 export const PROXY_BR = 'proxy br hits';
 export const NGINX = 'nginx proxy_cache';
+export const HAPROXY = 'HAProxy, the same job';
 
 /**
  * What the hit rounds measure, one line per target: a server and the headers its requests carry
@@ -25,6 +29,7 @@ export const NGINX = 'nginx proxy_cache';
 const HIT_TARGETS: readonly HitTarget[] = [
   { name: BARE, server: 'bare' },
   { name: NGINX, server: 'nginx' },
+  { name: HAPROXY, server: 'haproxy' },
   { name: PROXY, server: 'proxy' },
   { name: PROXY_BR, server: 'proxy', headers: { 'accept-encoding': 'br' } },
   { name: 'proxy before', server: 'before' },
@@ -36,7 +41,22 @@ export interface HitRounds {
   readonly hits: HitFigures;
   readonly half: HalfLoadFigures;
   readonly upstreamDuringHits: number;
+  /** The refreshes the refreshing pages may ask of the upstream meanwhile (`refreshesAllowed`). */
+  readonly refreshesAllowed: number;
   readonly originDuringHits: number;
+}
+
+/**
+ * The most refreshes the rounds may ask of the upstream in `seconds`: each refreshing page
+ * (bench/lib/bench-config.ts, REFRESHING) once per stretch of freshness before its refresh point
+ * (the shipped `cache.refresh.ahead`), and once more, per key prefix of a proxy measured (this
+ * build's, and BENCH_BEFORE's).
+ */
+export function refreshesAllowed(pages: readonly Page[], seconds: number, prefixes: number): number {
+  if (REFRESHING === undefined) return 0;
+  const refreshing = pages.filter((page) => page.resource === REFRESHING?.resource).length;
+  const stretch = REFRESHING.ttl * (1 - (BUILT_IN_CONFIG.cache.refresh?.ahead ?? 0));
+  return refreshing * (Math.ceil(seconds / stretch) + 1) * prefixes;
 }
 
 export async function runHitRounds(
@@ -46,22 +66,30 @@ export async function runHitRounds(
   pages: readonly Page[],
 ): Promise<HitRounds> {
   const { servers, origin } = anchors;
-  const targets = HIT_TARGETS.filter((t) => servers[t.server] !== undefined);
+  const only = envText('BENCH_TARGETS')?.split(',');
+  const targets = HIT_TARGETS.filter(
+    (t) => servers[t.server] !== undefined && (only === undefined || t.server === 'bare' || only.includes(t.server)),
+  );
   const input = { targets, servers, pages, bearer: rig.bearer, bare: BARE };
   const servedBefore = (await sandboxStats(rig.sandbox.url)).served;
   const originBefore = origin === undefined ? 0 : await baselineServed(origin.url);
+  const started = performance.now();
   say(`hit phase (inbound limits on, shared through Redis, never refusing: every hit pays the shared limit decision)`);
   const hits = await runHitPhase(ctx, input);
   say();
-  const half = await runHalfLoad(ctx, input, Math.max(1, Math.round(proxyHitsOf(hits).rps / 2)));
+  const half =
+    envInt('BENCH_HALF_LOAD', 1, 0, 1) === 1
+      ? await runHalfLoad(ctx, input, Math.max(1, Math.round(proxyHitsOf(hits).rps / 2)))
+      : { rate: 0, rounds: 0, byTarget: new Map() };
   const upstreamDuringHits = (await sandboxStats(rig.sandbox.url)).served - servedBefore;
+  const allowed = refreshesAllowed(pages, (performance.now() - started) / 1000, servers.before === undefined ? 1 : 2);
   const originDuringHits = origin === undefined ? 0 : (await baselineServed(origin.url)) - originBefore;
   say();
   say(
-    `upstream requests during the hit and half-load rounds: ${String(upstreamDuringHits)} (target 0)${origin === undefined ? '' : `; nginx's origin: ${String(originDuringHits)} (nginx served hits only)`}`,
+    `upstream requests during the hit and half-load rounds: ${String(upstreamDuringHits)} (refreshes only: at most ${String(allowed)})${origin === undefined ? '' : `; the anchors' origin: ${String(originDuringHits)} (they served hits only)`}`,
   );
   say();
-  return { input, hits, half, upstreamDuringHits, originDuringHits };
+  return { input, hits, half, upstreamDuringHits, refreshesAllowed: allowed, originDuringHits };
 }
 
 /** The proxy's hits over 50 pages: the rate the half-load phase paces at half of. */

@@ -2,8 +2,8 @@
  * The processes of `npm run bench`, started and stopped: `redis-server`, the sandbox system of
  * record, proxy 1 (server CPU) and proxy 2 (client CPU) as shipped, and with BENCH_BEFORE the
  * proxy of another build; once the pages are warm, the anchors: the bare `node:http` server
- * answering the same page bytes and, with nginx installed, nginx's proxy_cache in front of an
- * origin of those bytes. The proxies a single phase needs (allocation, 429, noisy neighbour) start
+ * answering the same page bytes and, where installed, nginx's proxy_cache and HAProxy doing the
+ * proxy's job by configuration, both in front of one origin of those bytes. The proxies a single phase needs (allocation, 429, noisy neighbour) start
  * here too, on the same sandbox, Redis and secret.
  */
 import { randomBytes } from 'node:crypto';
@@ -14,6 +14,7 @@ import { SANDBOX_COMPANIES } from '../../src/sandbox/dataset.js';
 import { KEY_PREFIX, NEVER_REFUSING, writeBenchConfig } from '../lib/bench-config.js';
 import { envText } from '../lib/env.js';
 import { say } from '../lib/format.js';
+import { startHaproxyCache, warmHaproxy } from '../lib/haproxy.js';
 import { startNginxCache, warmNginx } from '../lib/nginx.js';
 import { CLIENT_CPU, type Launched, SERVER_CPU, stop } from '../lib/processes.js';
 import type { MeasuredServer } from '../lib/rounds.js';
@@ -33,7 +34,7 @@ import type { Page } from '../phases/context.js';
 import type { ServerName } from '../phases/hits.js';
 import { NEIGHBOUR_BUDGET } from '../phases/noisy-neighbour.js';
 import { ONE_POINT, type RateLimitedInput } from '../phases/rate-limited.js';
-import type { BenchSetup, NginxFound } from './settings.js';
+import type { BenchSetup, HaproxyFound, NginxFound } from './settings.js';
 
 /** What every proxy of the run shares: the sandbox, Redis, the secret, the request log as shipped. */
 type SharedProxyOptions = Omit<ProxyOptions, 'name' | 'configFile'>;
@@ -64,7 +65,7 @@ export interface Anchors {
   /** The warmed pages, path → base64 bytes: what the bare servers answer. */
   readonly pagesFile: string;
   readonly bare: Server;
-  /** nginx's origin (it counts what it serves: nginx's misses); none without nginx. */
+  /** The origin of nginx and HAProxy (it counts what it serves: their misses); none without either. */
   readonly origin: Server | undefined;
   /** The servers the hit rounds measure; undefined: not running in this run. */
   readonly servers: Readonly<Record<ServerName, MeasuredServer | undefined>> & { readonly bare: MeasuredServer };
@@ -144,10 +145,14 @@ export async function warmProxy(
 }
 
 /**
- * The bare server and nginx (when installed) on the warmed pages' bytes, each checked to serve
- * them; BENCH_BEFORE's proxy warmed on the same pages.
+ * The bare server, and nginx and HAProxy where installed, on the warmed pages' bytes, each checked
+ * to serve them; BENCH_BEFORE's proxy warmed on the same pages.
  */
-export async function startAnchors(rig: Rig, pages: readonly Page[], nginx: NginxFound): Promise<Anchors> {
+export async function startAnchors(
+  rig: Rig,
+  pages: readonly Page[],
+  found: { readonly nginx: NginxFound; readonly haproxy: HaproxyFound },
+): Promise<Anchors> {
   const pagesFile = join(rig.workDir, 'pages.json');
   writeFileSync(pagesFile, JSON.stringify(Object.fromEntries(pages.map((p) => [p.path, p.body.toString('base64')]))));
   const firstPage = pages[0];
@@ -155,30 +160,75 @@ export async function startAnchors(rig: Rig, pages: readonly Page[], nginx: Ngin
   const bare = await startBaseline('bare node:http', pagesFile, SERVER_CPU);
   await expectBytes('the bare server', `${bare.url}${firstPage.path}`, firstPage.body);
 
-  let nginxServer: MeasuredServer | undefined;
-  let origin: Server | undefined;
-  if (!('missing' in nginx)) {
-    origin = await startBaseline('nginx origin', pagesFile, CLIENT_CPU);
-    const cache = await startNginxCache(nginx.path, {
-      dir: join(rig.workDir, 'nginx'),
-      originUrl: origin.url,
-      cpu: SERVER_CPU,
-    });
-    await warmNginx(
-      cache.url,
-      pages.map((p) => p.path),
-    );
-    await expectBytes('nginx', `${cache.url}${firstPage.path}`, firstPage.body);
-    nginxServer = { url: cache.url, pids: cache.workerPids };
-  }
+  const origin =
+    'missing' in found.nginx && 'missing' in found.haproxy
+      ? undefined
+      : await startBaseline('anchors origin', pagesFile, CLIENT_CPU);
+  const nginx = origin === undefined ? undefined : await startNginx(rig, found.nginx, origin.url, pages);
+  const haproxy = origin === undefined ? undefined : await startHaproxy(rig, found.haproxy, origin.url, pages);
   const { proxy1, before } = rig;
   const servers: Anchors['servers'] = {
     bare: { url: bare.url, pids: () => [bare.launched.pid] },
-    nginx: nginxServer,
+    nginx,
+    haproxy,
     proxy: { url: proxy1.url, pids: () => [proxy1.launched.pid], probe: tailProbe(`${proxy1.adminUrl}/metrics`) },
     before: before === undefined ? undefined : await warmProxy('proxy before', before, pages, rig.bearer),
   };
   return { pagesFile, bare, origin, servers };
+}
+
+/** nginx's proxy_cache on the origin, warmed and checked, when installed. */
+async function startNginx(
+  rig: Rig,
+  nginx: NginxFound,
+  originUrl: string,
+  pages: readonly Page[],
+): Promise<MeasuredServer | undefined> {
+  if ('missing' in nginx) return undefined;
+  const cache = await startNginxCache(nginx.path, { dir: join(rig.workDir, 'nginx'), originUrl, cpu: SERVER_CPU });
+  await warmNginx(
+    cache.url,
+    pages.map((p) => p.path),
+  );
+  await expectPages('nginx', cache.url, pages, rig.bearer);
+  return { url: cache.url, pids: cache.workerPids };
+}
+
+/** HAProxy doing the proxy's job on the origin, with the proxies' secret, warmed and checked, when installed. */
+async function startHaproxy(
+  rig: Rig,
+  haproxy: HaproxyFound,
+  originUrl: string,
+  pages: readonly Page[],
+): Promise<MeasuredServer | undefined> {
+  if ('missing' in haproxy) return undefined;
+  const cache = await startHaproxyCache(haproxy.path, {
+    dir: join(rig.workDir, 'haproxy'),
+    originUrl,
+    secret: rig.secret,
+    cpu: SERVER_CPU,
+  });
+  await warmHaproxy(
+    cache.url,
+    pages.map((p) => ({ path: p.path, authorization: rig.bearer(p.company) })),
+  );
+  await expectPages('HAProxy', cache.url, pages, rig.bearer);
+  return { url: cache.url, pids: () => [cache.launched.pid] };
+}
+
+/** Every page answered with its exact bytes, with its company's token. */
+async function expectPages(
+  name: string,
+  url: string,
+  pages: readonly Page[],
+  bearer: (company: string) => string,
+): Promise<void> {
+  for (const page of pages) {
+    const response = await fetch(`${url}${page.path}`, { headers: { authorization: bearer(page.company) } });
+    const body = Buffer.from(await response.arrayBuffer());
+    if (response.status !== 200 || !body.equals(page.body))
+      throw new Error(`${name}: ${page.path} answered ${String(response.status)} with other bytes`);
+  }
 }
 
 /** The allocation phase's pages and fresh servers: the bare one, a proxy, and BENCH_BEFORE's, stdout piped. */

@@ -6,6 +6,7 @@
 import { cpus } from 'node:os';
 import { envInt, envText } from '../lib/env.js';
 import { say } from '../lib/format.js';
+import { findHaproxy } from '../lib/haproxy.js';
 import { closedLoopGenerator } from '../lib/load/generators.js';
 import { findNginx } from '../lib/nginx.js';
 import { CLIENT_CPU, canPin, pin, SERVER_CPU, scratchDir } from '../lib/processes.js';
@@ -13,10 +14,12 @@ import { requireBuild } from '../lib/services.js';
 import type { BenchContext } from '../phases/context.js';
 
 export type NginxFound = Awaited<ReturnType<typeof findNginx>>;
+export type HaproxyFound = Awaited<ReturnType<typeof findHaproxy>>;
 
 export interface BenchSetup {
   readonly ctx: BenchContext;
   readonly nginx: NginxFound;
+  readonly haproxy: HaproxyFound;
   /** BENCH_NODE_FLAGS: node flags for every proxy, after the shipped ones. */
   readonly nodeFlags: readonly string[];
   /** BENCH_CPU_PROF: the directory where proxy 1 writes a V8 CPU profile. */
@@ -25,7 +28,7 @@ export interface BenchSetup {
   readonly started: number;
 }
 
-/** Reads the settings, checks the build, finds the generator and nginx, pins this process. */
+/** Reads the settings, checks the build, finds the generator, nginx and HAProxy, pins this process. */
 export async function prepareBench(): Promise<BenchSetup> {
   const settings = {
     rounds: envInt('BENCH_ROUNDS', 5, 1, 40),
@@ -39,21 +42,22 @@ export async function prepareBench(): Promise<BenchSetup> {
   const started = performance.now();
   const generator = await closedLoopGenerator();
   const nginx = await findNginx();
+  const haproxy = await findHaproxy();
   const pinned = canPin();
   // The orchestrator stays off the server CPU; children are pinned explicitly.
   if (pinned) pin(process.pid, CLIENT_CPU);
   const workDir = scratchDir('slab-bench-');
-  return { ctx: { settings, generator, pinned, workDir }, nginx, nodeFlags, profileDir, started };
+  return { ctx: { settings, generator, pinned, workDir }, nginx, haproxy, nodeFlags, profileDir, started };
 }
 
 /** The machine, the pinning, the load and the anchors this run measures with. */
-export function sayWhatRuns({ ctx, nginx }: BenchSetup): void {
+export function sayWhatRuns({ ctx, nginx, haproxy }: BenchSetup): void {
   const { settings, generator, pinned } = ctx;
-  say('slab-ops-proxy benchmark: cache hits against bare node:http and nginx proxy_cache');
+  say('slab-ops-proxy benchmark: cache hits against bare node:http, nginx proxy_cache and HAProxy doing the same job');
   say(`machine: ${String(cpus().length)} × ${cpus()[0]?.model.trim() ?? 'unknown CPU'}, Node ${process.version}`);
   say(
     pinned
-      ? `pinning: servers on CPU ${String(SERVER_CPU)} (bare, nginx, proxy 1, the 429 phase's proxy 3); load generator, redis, sandbox, proxy 2, nginx's origin on CPU ${String(CLIENT_CPU)} (taskset)`
+      ? `pinning: servers on CPU ${String(SERVER_CPU)} (bare, nginx, HAProxy, proxy 1, the 429 phase's proxy 3); load generator, redis, sandbox, proxy 2, the anchors' origin on CPU ${String(CLIENT_CPU)} (taskset)`
       : 'pinning: OFF (no taskset or one CPU): servers and load generator share the CPUs, figures are rough',
   );
   say(
@@ -64,6 +68,11 @@ export function sayWhatRuns({ ctx, nginx }: BenchSetup): void {
     'missing' in nginx
       ? `  ${nginx.missing}`
       : `anchor: nginx ${nginx.version} proxy_cache (bench/nginx-cache.conf), hits only`,
+  );
+  say(
+    'missing' in haproxy
+      ? `  ${haproxy.missing}`
+      : `anchor: HAProxy ${haproxy.version} (bench/haproxy-cache.cfg): each token verified, permissions from its claims, a rate table and a cache per company, hits only`,
   );
   say();
 }

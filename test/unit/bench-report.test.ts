@@ -46,7 +46,7 @@ const BARE = target('bare node:http', 1, 1, 1, 0.6);
 const NOT_RUN = [undefined, undefined, undefined];
 
 const rest = {
-  upstreamDuringHits: 0,
+  upstream: { requests: 0, allowed: 12 },
   coalesced: { requests: 500, upstream: 1, pass: true },
   stored: { ratio: 0.2, target: 0.25, pass: true },
   rateLimited: { usPerRequest: 60, target: 1000, other: 0, pass: true },
@@ -54,25 +54,41 @@ const rest = {
 };
 
 describe('the bench’s verdicts', () => {
-  it('judges the hit ratio, p99 against nginx at full and at half load by the targets', () => {
+  it('judges the hit ratio, p99 against HAProxy and nginx at full load and nginx at half load by the targets', () => {
     const pass = verdicts({
       ...rest,
       bare: BARE,
       proxy: target('proxy cache hits', 0.72, 0.75, 2.9, 1.9),
       nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1),
+      haproxy: target('HAProxy, the same job', 1.1, 1.1, 1.6, 1),
     });
-    // The br verdict (fifth) cannot be judged without br hits in the run.
-    // The br verdict (fifth), the resume and the allocation verdicts (the last three): not in this run.
-    expect(pass.map((v) => v.pass)).toEqual([true, true, true, true, undefined, true, true, true, true, ...NOT_RUN]);
-    expect(pass[0]?.figure).toBe("0.72×; CPU per hit 1.33× bare's (by CPU 0.75×)");
+    // The br verdict (sixth), the resume and the allocation verdicts (the last three): not in this run.
+    expect(pass.map((v) => v.pass)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+      undefined,
+      true,
+      true,
+      true,
+      true,
+      ...NOT_RUN,
+    ]);
+    expect(pass[0]?.figure).toBe("0.72× (HAProxy 1.10×); CPU per hit 1.33× bare's (by CPU 0.75×)");
+    expect(pass[2]?.figure).toBe('2.90 ms; HAProxy 1.60 ms (1.8×), nginx 1.50 ms (1.9×)');
+    // Upstream requests beyond the expiring pages' refreshes are a miss.
     const miss = verdicts({
       ...rest,
       bare: BARE,
-      upstreamDuringHits: 3,
+      upstream: { requests: 13, allowed: 12 },
       proxy: target('proxy cache hits', 0.55, 0.4, 6, 2.5),
       nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1),
+      haproxy: target('HAProxy, the same job', 1.1, 1.1, 1.6, 1),
     });
     expect(miss.map((v) => v.pass)).toEqual([
+      false,
       false,
       false,
       false,
@@ -84,7 +100,19 @@ describe('the bench’s verdicts', () => {
       true,
       ...NOT_RUN,
     ]);
-    expect(miss[2]?.figure).toBe('6.00 vs 1.50 ms (4.0×)');
+    expect(miss[2]?.figure).toBe('6.00 ms; HAProxy 1.60 ms (3.8×), nginx 1.50 ms (4.0×)');
+    expect(miss[6]?.figure).toBe('13 (at most 12)');
+  });
+
+  it('judges the p99 against every anchor that ran: under 2× nginx’s but over 2× HAProxy’s is a miss', () => {
+    const list = verdicts({
+      ...rest,
+      bare: BARE,
+      proxy: target('proxy cache hits', 0.72, 0.75, 2.9, 1.9),
+      nginx: target('nginx proxy_cache', 0.9, 0.9, 1.5, 1),
+      haproxy: target('HAProxy, the same job', 1.1, 1.1, 1.4, 1),
+    });
+    expect(list[2]).toMatchObject({ pass: false, figure: '2.90 ms; HAProxy 1.40 ms (2.1×), nginx 1.50 ms (1.9×)' });
   });
 
   it('judges the hit ratio and its CPU together: a ratio met with too much CPU per hit is a miss', () => {
@@ -103,6 +131,7 @@ describe('the bench’s verdicts', () => {
       bytesPerAnswer,
       promotedPerAnswer: 2,
       scavenges: 100,
+      medianScavengeMs: 1,
       longestScavengeMs,
       fullCollections,
       longestFullMs: fullCollections === 0 ? 0 : 12,
@@ -129,7 +158,7 @@ describe('the bench’s verdicts', () => {
   it('gives no half-load verdict when its ruler cannot see a tail: slow anchors, or a late generator', () => {
     const proxy = target('proxy cache hits', 0.72, 0.75, 2.9, 9);
     const judged = (nginx: TargetFigures, bare: TargetFigures): Verdict | undefined =>
-      verdicts({ ...rest, bare, proxy, nginx })[3];
+      verdicts({ ...rest, bare, proxy, nginx })[4];
     // nginx's own p99 at half load over 2 ms: the generator (or the machine) is the limit.
     expect(judged(target('nginx proxy_cache', 0.9, 0.9, 1.5, 17.36), BARE)).toMatchObject({
       pass: undefined,
@@ -162,7 +191,7 @@ describe('the bench’s verdicts', () => {
         bodies: { identity: 5_600, br: brBody },
         nginx: undefined,
         bare: BARE,
-      })[4];
+      })[5];
     expect(judged(br(0.5), 850)?.pass).toBe(true); // 0.15× the body, the same CPU
     expect(judged(br(0.5), 1_200)?.pass).toBe(false); // 0.21× the body
     expect(judged(br(0.45), 850)?.pass).toBe(false); // more CPU per hit than identity
@@ -171,15 +200,15 @@ describe('the bench’s verdicts', () => {
     );
     // Without the bodies (or without br hits) it is not judged.
     expect(
-      verdicts({ ...rest, proxy: identity, proxyBr: br(0.5), nginx: undefined, bare: BARE })[4]?.pass,
+      verdicts({ ...rest, proxy: identity, proxyBr: br(0.5), nginx: undefined, bare: BARE })[5]?.pass,
     ).toBeUndefined();
   });
 
-  it('cannot judge the p99 against nginx without nginx, and says so', () => {
+  it('cannot judge the p99 without an anchor, and says so', () => {
     const list = verdicts({ ...rest, proxy: target('proxy cache hits', 0.7, 0.6, 3, 4), nginx: undefined, bare: BARE });
-    expect(list[2]).toMatchObject({ pass: undefined, figure: '3.00 ms; no nginx in this run' });
+    expect(list[2]).toMatchObject({ pass: undefined, figure: '3.00 ms; no anchor in this run' });
     expect(benchMarkdown('stamp', [], list, { busyRounds: 0, rounds: 30 })).toContain(
-      `| ${list[2]?.target ?? ''} | 3.00 ms; no nginx in this run | n/a |`,
+      `| ${list[2]?.target ?? ''} | 3.00 ms; no anchor in this run | n/a |`,
     );
   });
 
