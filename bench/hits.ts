@@ -3,12 +3,14 @@
  * on the same rig and with the same anchors — the bare `node:http` server, nginx's proxy_cache and
  * HAProxy doing the same job — and the verdicts that judge them: hits against the bare server, p99
  * against HAProxy's and nginx's, the upstream asked for the expiring pages' refreshes alone; then
- * the allocation phase (what a hit allocates, and the collector's pauses). What a change to the
- * hit path costs, in a few minutes instead of the whole bench's.
+ * the allocation phase (what a hit allocates, and the collector's pauses) and the Redis load phase
+ * (Redis commands per hot page while nothing changes). What a change to the hit path costs, in a
+ * few minutes instead of the whole bench's.
  *
  * Settings: those of `npm run bench` that concern the hit rounds (BENCH_ROUNDS, BENCH_SECONDS,
  * BENCH_CONNECTIONS, BENCH_WARMUP_SECONDS, BENCH_BEFORE, BENCH_REFRESHING, BENCH_L1_TTL,
- * BENCH_TARGETS, BENCH_HALF_LOAD, …) and BENCH_ALLOCATION (0: no allocation phase).
+ * BENCH_TARGETS, BENCH_HALF_LOAD, …), BENCH_ALLOCATION (0: no allocation phase) and
+ * BENCH_REDIS_LOAD (0: no Redis load phase).
  */
 import { envInt } from './lib/env.js';
 import { fmt, say } from './lib/format.js';
@@ -16,8 +18,9 @@ import { runProgram } from './lib/processes.js';
 import { allocationSettings, runAllocation } from './phases/allocation.js';
 import { warmPages } from './phases/warm.js';
 import { targetFigures } from './report/figures.js';
-import { type Verdict, verdicts } from './report/verdicts.js';
+import { redisLoadVerdict, type Verdict, verdicts } from './report/verdicts.js';
 import { BARE, HAPROXY, NGINX, PROXY, PROXY_BR, runHitRounds } from './run/hit-rounds.js';
+import { runRedisLoadPhase } from './run/redis-load.js';
 import { allocationInput, startAnchors, startRig } from './run/rig.js';
 import { prepareBench, sayWhatRuns } from './run/settings.js';
 
@@ -33,6 +36,8 @@ async function hits(): Promise<number> {
   const rounds = await runHitRounds(setup.ctx, rig, anchors, pages);
   if (envInt('BENCH_ALLOCATION', 1, 0, 1) === 1)
     await runAllocation(setup.ctx, allocationInput(rig, anchors, pages), allocationSettings());
+  const redisLoad =
+    envInt('BENCH_REDIS_LOAD', 1, 0, 1) === 1 ? await runRedisLoadPhase(setup.ctx, rig, pages) : undefined;
   const figuresOf = (name: string) => targetFigures(rounds.hits, rounds.half, name);
   const proxy = figuresOf(PROXY);
   if (proxy === undefined) throw new Error('no proxy figures');
@@ -48,6 +53,7 @@ async function hits(): Promise<number> {
     rateLimited: { usPerRequest: 0, target: 0, other: 0, pass: true },
     generator: setup.ctx.generator.label,
   }).slice(0, HIT_VERDICTS);
+  if (redisLoad !== undefined) list.push(redisLoadVerdict(redisLoad));
   say(`done in ${fmt((performance.now() - setup.started) / 1000, 0)} s`);
   for (const v of list) say(`  ${v.pass === undefined ? 'n/a ' : v.pass ? 'PASS' : 'MISS'}  ${v.target}: ${v.figure}`);
   return 0;

@@ -12,7 +12,7 @@ import { type BenchRun, type TargetFigures, targetFigures, targetRows } from './
 import { benchMarkdown, disturbanceOf } from './report/markdown.js';
 import { crowdVerdict, freshnessVerdicts, neighbourVerdict } from './report/phase-verdicts.js';
 import { benchResultLine } from './report/result-line.js';
-import { type Verdict, verdicts } from './report/verdicts.js';
+import { redisLoadVerdict, type Verdict, verdicts } from './report/verdicts.js';
 import { BARE, HAPROXY, NGINX, PROXY, PROXY_BR } from './run/hit-rounds.js';
 
 // The names the tests of the report and of docs/benchmarks.md read.
@@ -50,6 +50,7 @@ function runVerdicts(run: BenchRun): Verdict[] {
     neighbourVerdict(run.neighbour),
     ...freshnessVerdicts(run.freshness),
     crowdVerdict(run.crowd),
+    redisLoadVerdict(run.redisLoad),
   ];
 }
 

@@ -18,6 +18,7 @@
  *   rate-limited.ts      the 429 path: a third proxy refusing every request of one credential
  *   stored-bytes.ts      Redis bytes per stored page
  *   coalescing.ts        500 cold requests for one key over both proxies
+ *   redis-load.ts        Redis commands per hot page while nothing changes, with the change channel and without
  *   noisy-neighbour.ts   one company's cold misses beside another's storm, on a small upstream budget
  *   freshness.ts         stale answers on the live sandbox: shipped TTLs, invalidations, automatic lifetimes
  *   many-credentials.ts  250,000 distinct tokens on one cached page, in batches
@@ -52,6 +53,7 @@ import { runStoredBytes } from './phases/stored-bytes.js';
 import { brBodies, warmPages } from './phases/warm.js';
 import { reportBench } from './report.js';
 import { hitCosts, resumeTargets, runHitRounds } from './run/hit-rounds.js';
+import { runRedisLoadPhase } from './run/redis-load.js';
 import {
   allocationInput,
   rateLimitedInput,
@@ -82,6 +84,8 @@ async function bench(): Promise<number> {
   const stored = await runStoredBytes(rig.redis.url, KEY_PREFIX, pages);
   say();
   const coalesced = await runCoalescing([rig.proxy1.url, rig.proxy2.url], sandbox.url, bearer('1'));
+  say();
+  const redisLoad = await runRedisLoadPhase(ctx, rig, pages);
   say();
   const neighbourProxy = await startNeighbourProxy(rig);
   const neighbour = await runNoisyNeighbour(neighbourProxy.url, sandbox.url, bearer);
@@ -114,6 +118,7 @@ async function bench(): Promise<number> {
     neighbour,
     freshness,
     crowd,
+    redisLoad,
     breakdown,
   });
   return 0;

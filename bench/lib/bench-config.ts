@@ -30,7 +30,7 @@ export const REFRESHING: { readonly resource: ResourceName; readonly ttl: number
 
 /**
  * Writes the config file `name` in `dir` with the credential policy given (and an `upstream:` line,
- * when given, for the budget); returns its path.
+ * when given, for the budget; `refreshing` false: no page expires during the run); returns its path.
  */
 export function writeBenchConfig(
   dir: string,
@@ -38,7 +38,9 @@ export function writeBenchConfig(
   perCredential: { readonly points: number; readonly duration: number },
   keyPrefix = KEY_PREFIX,
   upstream?: string,
+  refreshing = true,
 ): string {
+  const expiring = refreshing ? REFRESHING : undefined;
   const l1Ttl = envInt('BENCH_L1_TTL', 0, 0, 3600);
   const file = join(dir, name);
   writeFileSync(
@@ -48,7 +50,7 @@ export function writeBenchConfig(
       `  keyPrefix: ${keyPrefix}`,
       '  defaults: { ttl: 3600, staleWhileRevalidate: 30, staleIfError: 600, notFoundTtl: 10 }',
       '  resources:',
-      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: ${String(r === REFRESHING?.resource ? REFRESHING.ttl : 3600)} }`),
+      ...RESOURCE_NAMES.map((r) => `    ${r}: { ttl: ${String(r === expiring?.resource ? expiring.ttl : 3600)} }`),
       ...(l1Ttl === 0 ? [] : [`  l1: { maxBytes: 67108864, ttl: ${String(l1Ttl)} }`]),
       'rateLimit:',
       `  perCredential: { points: ${String(perCredential.points)}, duration: ${String(perCredential.duration)} }`,

@@ -12,6 +12,7 @@ import type { HitFigures } from '../phases/hits.js';
 import type { ManyCredentialsFigures } from '../phases/many-credentials.js';
 import type { NeighbourFigures } from '../phases/noisy-neighbour.js';
 import type { RateLimitedFigures } from '../phases/rate-limited.js';
+import type { RedisLoadFigures } from '../phases/redis-load.js';
 import type { ResumeFigures } from '../phases/resume.js';
 import type { StoredBytesFigures } from '../phases/stored-bytes.js';
 import type { BodyBytes } from '../phases/warm.js';
@@ -30,6 +31,7 @@ export interface BenchRun extends HitRounds {
   readonly neighbour: NeighbourFigures;
   readonly freshness: FreshnessRuns;
   readonly crowd: ManyCredentialsFigures;
+  readonly redisLoad: RedisLoadFigures;
   readonly breakdown: BreakdownReport;
 }
 

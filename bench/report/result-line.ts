@@ -53,6 +53,11 @@ export function benchResultLine(
       rss_mb: Math.round(crowd.rssMb),
     },
     coalescing: { requests: coalesced.requests, upstream: coalesced.upstream, statuses: coalesced.statuses },
+    redis_load: {
+      idle_per_s: round(run.redisLoad.idlePerSecond, 1),
+      per_hot_page_per_s: round(run.redisLoad.told.perHotPagePerSecond, 3),
+      per_hot_page_per_s_without_channel: round(run.redisLoad.asking.perHotPagePerSecond, 3),
+    },
     redis: {
       stored_ratio: round(stored.storedRatio, 3),
       value_ratio: round(stored.valueRatio, 3),

@@ -7,6 +7,7 @@
  */
 import { fmt, fmtInt } from '../lib/format.js';
 import type { AllocationFigures } from '../phases/allocation.js';
+import { type RedisLoadFigures, TARGET_COMMANDS_PER_HOT_PAGE } from '../phases/redis-load.js';
 import type { TargetFigures } from './figures.js';
 
 /** The targets (docs/benchmarks.md#targets). */
@@ -154,6 +155,20 @@ function halfLoadVerdict(
   if (!(anchors <= TARGETS.halfLoadAnchorP99Ms) || !(error <= TARGETS.generatorErrorP99Ms))
     return { target, figure: `${figure}: the generator is the limit, no verdict`, pass: undefined };
   return { target, figure, pass: proxy.halfLoadP99Ms <= TARGETS.halfLoadVersusNginx * nginx.halfLoadP99Ms };
+}
+
+/**
+ * What hot pages cost Redis with nothing changing: commands a second per hot page beyond the idle
+ * rate, with the change channel (judged), and without its verdict (as before it, shown beside).
+ */
+export function redisLoadVerdict(load: RedisLoadFigures): Verdict {
+  return {
+    target: `Redis commands per hot page a second, nothing changing, ≤ ${String(TARGET_COMMANDS_PER_HOT_PAGE)}`,
+    figure:
+      `${fmt(load.told.perHotPagePerSecond, 2)} (without the channel's verdict ${fmt(load.asking.perHotPagePerSecond, 2)}); ` +
+      `${fmt(load.told.fewPerSecond, 0)} and ${fmt(load.told.allPerSecond, 0)} commands/s over ${String(load.fewPages)} and ${String(load.pages)} pages, ${fmt(load.idlePerSecond, 0)} idle`,
+    pass: load.told.perHotPagePerSecond <= TARGET_COMMANDS_PER_HOT_PAGE,
+  };
 }
 
 /**

@@ -301,6 +301,26 @@ export function startNeighbourProxy(rig: Rig): Promise<ProxyProcess> {
   });
 }
 
+/**
+ * The Redis load phase's proxy 5 (bench/phases/redis-load.ts): every page fresh for an hour, its own
+ * key prefix (its own change sequence), warmed on the run's pages.
+ */
+export async function startRedisLoadProxy(
+  rig: Rig,
+  pages: readonly Page[],
+): Promise<{ readonly proxy: ProxyProcess; readonly keyPrefix: string }> {
+  const keyPrefix = `${KEY_PREFIX}-redis-load`;
+  const proxy = await startProxy({
+    ...rig.proxyOptions,
+    name: 'proxy 5 (redis load)',
+    configFile: writeBenchConfig(rig.workDir, 'bench-redis-load.yaml', NEVER_REFUSING, keyPrefix, undefined, false),
+    cpu: SERVER_CPU,
+    nodeFlags: rig.nodeFlags,
+  });
+  await warmProxy('proxy 5 (redis load)', proxy, pages, rig.bearer);
+  return { proxy, keyPrefix };
+}
+
 /** Every server but Redis, which the breakdown still reads. */
 export async function stopServers(rig: Rig, anchors: Anchors): Promise<void> {
   await Promise.all(

@@ -27,6 +27,7 @@ import {
   COALESCED_WAITS,
   GAUGES,
   INVALIDATIONS,
+  L1_CHANNEL_GAPS,
   PREFETCHES,
   RATE_LIMITED,
   REDIS_ERRORS,
@@ -59,6 +60,8 @@ export type CoalesceScope = 'process' | 'replicas';
 export type UpstreamRefusal = 'budget' | 'breaker' | 'paused';
 /** What a refresh of a stored page learnt: 304, the same body in a 200, or another answer. */
 export type RevalidationResult = 'not_modified' | 'identical' | 'modified';
+/** A gap in the change channel (src/cache/read/change-channel.ts, where each is defined). */
+export type ChannelGapLabel = 'skipped' | 'missed' | 'regressed' | 'failover';
 /** What became of a next page fetched ahead of a keyset walker (docs/cache.md#prefetch), or why none was. */
 export type PrefetchResult =
   | 'started'
@@ -93,6 +96,8 @@ export interface Metrics {
   rateLimited(policy: RateLimitPolicy): void;
   redisError(component: RedisComponent): void;
   l1Lookup(hit: boolean): void;
+  /** A gap in the change channel (src/cache/read/change-channel.ts): the L1 confirms its copies. */
+  l1ChannelGap(gap: ChannelGapLabel): void;
   storeLookup(result: 'hit' | 'stale' | 'miss' | 'unavailable'): void;
   /** A refresh of a stored page (docs/cache.md#revalidation), by what the upstream said. */
   revalidation(result: RevalidationResult): void;
@@ -129,6 +134,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const rateLimited = registry.counter(RATE_LIMITED);
   const redisErrors = registry.counter(REDIS_ERRORS);
   const l1Lookups = new L1Lookups(registry);
+  const channelGaps = registry.counter(L1_CHANNEL_GAPS);
   const storeLookups = registry.counter(STORE_LOOKUPS);
   const revalidations = registry.counter(REVALIDATIONS);
   const prefetches = registry.counter(PREFETCHES);
@@ -163,6 +169,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     rateLimited: (policy) => rateLimited.labels(policy).inc(),
     redisError: (component) => redisErrors.labels(component).inc(),
     l1Lookup: (hit) => l1Lookups.record(hit),
+    l1ChannelGap: (gap) => channelGaps.labels(gap).inc(),
     storeLookup: (result) => storeLookups.labels(result).inc(),
     revalidation: (result) => revalidations.labels(result).inc(),
     prefetch: (result) => prefetches.labels(result).inc(),

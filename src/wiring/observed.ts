@@ -17,6 +17,7 @@ export function observeParts({ foundation, lifecycle, shared, control, upstream,
     operatorStateAgeSeconds: redisShared ? () => (control.status().ageMs ?? 0) / 1000 : undefined,
     budgetMode: { modes: BUDGET_MODES, current: () => upstream.budget.mode() },
     companyCacheBytes: () => reads.cache.bytesByCompany(),
+    l1ChannelTold: reads.cache.channel === undefined ? undefined : () => reads.cache.channel?.told === true,
     freshness: () =>
       reads.freshness.advice(
         DEFAULT_TARGET_SECONDS,

@@ -36,9 +36,10 @@ export function wireReads(
   const policies = new CachePolicies(config.cache, control.overrides());
   control.onOverridesChange((overrides) => policies.setOverrides(overrides));
   configInForce.onReload((file) => policies.setConfig(file.cache));
-  const cache = createCacheParts(config, shared.redis, shared.cacheHealth, now, logger);
+  const cache = createCacheParts(config, shared.redis, shared.cacheHealth, now, logger, metrics);
   closers.add('cache store', () => cache.store.close());
   closers.add('fill coordinator', () => cache.coordinator.close());
+  closers.add('change channel', () => cache.channel?.close());
   const freshness = new FreshnessLedger({ now, metrics });
   const autoBudget = new AutoRefreshBudget({
     perReplica: config.cache.autoTtl.maxRefreshesPerSecond,

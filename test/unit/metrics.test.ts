@@ -94,6 +94,7 @@ describe('metrics', () => {
       'cache',
       'company',
       'component',
+      'gap',
       'le',
       'node',
       'policy',

@@ -71,6 +71,14 @@ export function generationKey(prefix: string, group: CacheGroup): string {
 }
 
 /**
+ * The fleet's sequence of purge and invalidation announcements (src/cache/read/change-channel.ts):
+ * one key of its own hash slot, never a page's (those begin with the prefix, not a brace).
+ */
+export function changeSequenceKey(prefix: string): string {
+  return `{${prefix}:changes}:seq`;
+}
+
+/**
  * The partition segment. `co` (the company shares), `em.<id>` or `em-` (per employee; `em-` for
  * tokens without one), `cr.<base64url>` (per credential). None of them can equal `gen`, `lease` or
  * `mark`.

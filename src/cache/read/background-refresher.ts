@@ -69,7 +69,8 @@ export class BackgroundRefresher {
       this.#lookingAhead.add(address.key);
       let lookup: StoreLookup;
       try {
-        lookup = await reads.read(address);
+        // Given the copy held: while it is still what is stored, no body is read or decoded.
+        lookup = await reads.read(address, held);
       } finally {
         this.#lookingAhead.delete(address.key);
       }

@@ -19,6 +19,8 @@ export interface FillCoordinator {
   release(address: CacheAddress): Promise<void>;
   /** Resolves when the key's fill is announced, its lease is gone, or `maxWaitMs` passed. */
   waitForFill(address: CacheAddress, maxWaitMs: number): Promise<void>;
+  /** Tells `listener` the key of every fill another replica announced. */
+  onFilled(listener: (key: string) => void): void;
   close(): Promise<void>;
 }
 
@@ -27,6 +29,7 @@ export const LOCAL_COORDINATOR: FillCoordinator = {
   tryLease: () => Promise.resolve('acquired'),
   release: () => Promise.resolve(),
   waitForFill: () => Promise.resolve(),
+  onFilled: () => undefined,
   close: () => Promise.resolve(),
 };
 
@@ -88,6 +91,31 @@ class HeldLeases {
   }
 }
 
+/**
+ * The announcements of this process's own releases not heard back yet: a fill's own announcement
+ * wakes waiters as any does, but tells the fill listeners nothing new (the fill's entry is held
+ * here already). Bounded: an announcement lost on the way leaves its key behind, cleared with the
+ * rest past `MAX_OWN`, at the cost of one listener told of an own fill.
+ */
+class OwnAnnouncements {
+  static readonly MAX_OWN = 10_000;
+  readonly #pending = new Map<string, number>();
+
+  sent(key: string): void {
+    if (this.#pending.size >= OwnAnnouncements.MAX_OWN) this.#pending.clear();
+    this.#pending.set(key, (this.#pending.get(key) ?? 0) + 1);
+  }
+
+  /** Whether `key`'s announcement heard now is one of this process's own (then no longer pending). */
+  heard(key: string): boolean {
+    const count = this.#pending.get(key);
+    if (count === undefined) return false;
+    if (count <= 1) this.#pending.delete(key);
+    else this.#pending.set(key, count - 1);
+    return true;
+  }
+}
+
 /** Replicas' waits for a key's fill, woken by its announcement or after their own time. */
 class FillWaiters {
   readonly #waiters = new Map<string, Set<() => void>>();
@@ -129,13 +157,18 @@ class RedisCoordinator implements FillCoordinator {
   readonly #tokens = new LeaseTokens();
   readonly #held = new HeldLeases();
   readonly #waiters = new FillWaiters();
+  readonly #filled: Array<(key: string) => void> = [];
+  readonly #own = new OwnAnnouncements();
 
   constructor(options: RedisCoordinatorOptions) {
     this.#options = options;
     this.#pollMs = options.pollMs ?? 100;
     const { subscriber, channel } = options;
     subscriber.on('message', (from: string, key: string) => {
-      if (from === channel) this.#waiters.wake(key);
+      if (from !== channel) return;
+      this.#waiters.wake(key);
+      if (this.#own.heard(key)) return;
+      for (const listener of this.#filled) listener(key);
     });
     // Not awaited: a start with Redis down must not wait for it; ioredis resubscribes on reconnect.
     subscriber.subscribe(channel).catch(() => undefined);
@@ -164,8 +197,10 @@ class RedisCoordinator implements FillCoordinator {
     if (token === undefined) return;
     const { client, health, channel } = this.#options;
     try {
+      this.#own.sent(address.key);
       await client.eval(RELEASE_SCRIPT, 1, address.leaseKey, token, channel, address.key);
     } catch (error) {
+      this.#own.heard(address.key); // no announcement to expect (or one heard as another's: a read)
       health.failed(address.leaseKey, error); // the lease expires by itself; waiters poll
     }
   }
@@ -182,6 +217,10 @@ class RedisCoordinator implements FillCoordinator {
         return; // Redis is failing: stop waiting and fetch
       }
     }
+  }
+
+  onFilled(listener: (key: string) => void): void {
+    this.#filled.push(listener);
   }
 
   async close(): Promise<void> {

@@ -1,12 +1,15 @@
 /**
  * Purges and invalidations reaching every replica (docs/operations.md#the-operator-api): the
  * store's new generation or marks already hold in Redis; this tells the other replicas to stop
- * serving their L1 copies of what changed at once rather than within `cache.l1.ttl`. The read
- * service announces its own and subscribes to them (as Kong's proxy-cache does): nobody else fans
- * them out.
+ * serving their L1 copies of what changed at once. Each announcement carries the next number of
+ * one sequence kept in Redis, so that a replica can tell that it heard them all (change-channel.ts):
+ * the L1's copies then serve without asking Redis. The read service announces its own and
+ * subscribes to them (as Kong's proxy-cache does): nobody else fans them out.
  */
+import { createHash } from 'node:crypto';
 import { isResourceName, type ResourceName } from '../../catalog/resources.js';
 import type { RedisClient } from '../../platform/redis/connection.js';
+import type { SequenceReading } from './change-channel.js';
 
 /**
  * A purge (every entry of the company's resource, or of all its resources, a miss), or an
@@ -59,28 +62,82 @@ export function decodeAnnouncement(message: string): CacheAnnouncement | undefin
   return soft ? { kind: 'invalidate', company, resource, mark } : { kind: 'purge', company, resource };
 }
 
-export function createRedisPurgeBus(options: {
+/**
+ * An announcement with its number in the fleet's sequence (change-channel.ts): `#<number> ` before
+ * the wire form above. A message without one comes from a replica of a release before the
+ * sequence: applied, but not counted (its loss could not be noticed).
+ */
+export function decodeNumbered(message: string): { readonly number: number | undefined; readonly body: string } {
+  const numbered = /^#([0-9]{1,15}) /.exec(message);
+  return numbered === null
+    ? { number: undefined, body: message }
+    : { number: Number(numbered[1]), body: message.slice(numbered[0].length) };
+}
+
+/**
+ * An announcement given the sequence's next number and published with it, in one step on the
+ * sequence's key: the numbers are published in the order they are given out.
+ */
+const ANNOUNCE_SCRIPT = `local n = redis.call('incr', KEYS[1])
+redis.call('publish', ARGV[1], '#' .. n .. ' ' .. ARGV[2])
+return n`;
+
+/**
+ * The sequence's last number (0 before the first) and the run id of the Redis process that keeps
+ * it: a failover or a restart may lose the last numbers given out, and a new run id says so.
+ */
+const SEQUENCE_SCRIPT = `local last = redis.call('get', KEYS[1])
+return { tonumber(last or '0'), string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '' }`;
+
+const ANNOUNCE_SHA = createHash('sha1').update(ANNOUNCE_SCRIPT).digest('hex');
+const SEQUENCE_SHA = createHash('sha1').update(SEQUENCE_SCRIPT).digest('hex');
+
+export interface RedisPurgeBusOptions {
   readonly client: RedisClient;
   readonly subscriber: RedisClient;
   readonly channel: string;
-  readonly onError?: (error: unknown) => void;
-}): PurgeBus {
-  const { client, subscriber, channel } = options;
+  /** The key of the fleet's sequence of announcements (one hash slot). */
+  readonly sequenceKey: string;
+  /** Told of the number of each announcement heard (change-channel.ts). */
+  readonly onNumber?: ((number: number) => void) | undefined;
+  readonly onError?: ((error: unknown) => void) | undefined;
+}
+
+export interface RedisPurgeBus extends PurgeBus {
+  /** The sequence as Redis keeps it now; rejects when Redis does not answer. */
+  readSequence(): Promise<SequenceReading>;
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+export function createRedisPurgeBus(options: RedisPurgeBusOptions): RedisPurgeBus {
+  const { client, subscriber, channel, sequenceKey } = options;
   const listeners: PurgeListener[] = [];
   const deliver: PurgeListener = (announcement) => {
     for (const listener of listeners) listener(announcement);
   };
+  // By its hash, and by its text where the node does not have it yet (a new node, a failover).
+  const script = (text: string, sha: string, ...args: string[]): Promise<unknown> =>
+    client
+      .evalsha(sha, 1, sequenceKey, ...args)
+      .catch((error: unknown) =>
+        isNoScript(error) ? client.eval(text, 1, sequenceKey, ...args) : Promise.reject(error),
+      );
   subscriber.on('message', (from: string, message: string) => {
     if (from !== channel) return;
-    const announcement = decodeAnnouncement(message);
+    const { number, body } = decodeNumbered(message);
+    const announcement = decodeAnnouncement(body);
     if (announcement !== undefined) deliver(announcement);
+    if (number !== undefined) options.onNumber?.(number);
   });
   subscriber.subscribe(channel).catch((error: unknown) => options.onError?.(error));
   return {
     async announce(announcement) {
       deliver(announcement); // this replica at once, whatever Redis does
       try {
-        await client.publish(channel, encodeAnnouncement(announcement));
+        await script(ANNOUNCE_SCRIPT, ANNOUNCE_SHA, channel, encodeAnnouncement(announcement));
         return true;
       } catch (error) {
         options.onError?.(error);
@@ -88,5 +145,11 @@ export function createRedisPurgeBus(options: {
       }
     },
     subscribe: (listener) => void listeners.push(listener),
+    async readSequence() {
+      const reply = await script(SEQUENCE_SCRIPT, SEQUENCE_SHA);
+      if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'string')
+        throw new Error('the change sequence answered in an unexpected form');
+      return { last: reply[0], keeper: reply[1] };
+    },
   };
 }

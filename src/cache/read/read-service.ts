@@ -151,6 +151,9 @@ class CacheReadService implements ReadService {
     });
     this.#prefetcher = this.#createPrefetcher(options);
     this.#changes = new GroupChanges({ ...options, now });
+    // A page filled by any replica: a copy held here is confirmed at its next hit, and takes the
+    // newer entry before its own freshness runs out (l1.ts, `supersede`).
+    if (l1 !== undefined) options.coordinator.onFilled((key) => l1.supersede(key));
   }
 
   #createPrefetcher(options: ReadServiceOptions): Prefetcher {

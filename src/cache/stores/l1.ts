@@ -1,9 +1,12 @@
 /**
  * The L1 (docs/cache.md#the-l1): an in-process store of the hottest decoded entries in front of
- * Redis, bounded by bytes, each copy served for a short time (1 s by default) and confirmed against
- * Redis before that runs out. It never serves across a purge it has seen: a copy is used only while
- * its generation is the group's generation last seen in Redis (every lookup refreshes that) or
- * announced by a purge.
+ * Redis, bounded by bytes. While the change channel vouches for it (every purge and invalidation
+ * of the fleet heard, none missed: src/cache/read/change-channel.ts), a copy serves for as long as
+ * its page is fresh, without asking Redis; otherwise each copy serves for a short time (1 s by
+ * default) and is confirmed against Redis before that runs out. It never serves across a purge it
+ * has seen: a copy is used only while its generation is the group's generation last seen in Redis
+ * (every lookup refreshes that) or announced by a purge; and after a gap in the channel, no copy
+ * set before it serves until it is confirmed.
  *
  * While Redis cannot be asked, the L1 is this replica's cache (docs/cache.md#when-redis-fails): a
  * copy whose confirmation found Redis unavailable serves on for another lifetime (a purge or a newer
@@ -44,6 +47,8 @@ interface HeldCopy {
   readonly rereadAt: number;
   /** The L1's count of sets when this copy was set: copies set before an invalidation are older. */
   readonly setNumber: number;
+  /** Another fill of the page was announced since: the copy is confirmed at its next hit. */
+  readonly superseded?: boolean;
 }
 
 /** An invalidation announced for a group: copies set before it are not served from here. */
@@ -63,8 +68,17 @@ export class L1Cache {
   readonly #generations = new Map<string, string>();
   /** Group tag → the last invalidation announced for it (docs/cache.md#soft-invalidation). */
   readonly #marks = new Map<string, GroupMark>();
-  /** Copies set so far: the order of sets and invalidations. */
+  /** Copies set so far: the order of sets, invalidations and the change channel's gaps. */
   #sets = 0;
+  /** Whether the change channel vouches for the copies set since `#vouchedFrom`. */
+  #told = false;
+  /** The count of sets at the channel's last gap: copies set before it serve only once confirmed. */
+  #vouchedFrom = 0;
+  /**
+   * When the channel last lost its verdict, plus half a lifetime: until then a copy it vouched for
+   * serves as if confirmed then (`#expiry`).
+   */
+  #vouchedUntil = 0;
   readonly #ttlMs: number;
   readonly #clock: { now(): number };
   readonly #doorkeeper = new Doorkeeper();
@@ -86,15 +100,47 @@ export class L1Cache {
   }
 
   /**
-   * The copy under `key` within its L1 lifetime and of the group's generation. A copy past its
-   * lifetime stays held (bounded by bytes, like every copy) for `standIn`.
+   * The copy under `key` of the group's generation, vouched for by the change channel (its page's
+   * freshness is the caller's to judge) or else within its L1 lifetime. A copy set before the
+   * channel's last gap is not served until it is confirmed; a copy past its lifetime stays held
+   * (bounded by bytes, like every copy) for `standIn`.
    */
   get(key: string, tag: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
-    if (held === undefined || this.#clock.now() >= held.expiresAt) return undefined;
+    if (held === undefined || held.setNumber < this.#vouchedFrom) return undefined;
+    if (!this.#told && this.#clock.now() >= this.#expiry(held)) return undefined;
     return this.#generations.get(tag) === held.entry.generation && !this.#markedSince(held, tag)
       ? held.entry
       : undefined;
+  }
+
+  /**
+   * The change channel's verdict (src/cache/read/change-channel.ts): `true` while it has heard every
+   * change announced since its last gap, so that copies set since serve for as long as their pages
+   * are fresh; `false` while it cannot say, so that copies serve for their L1 lifetime and are
+   * confirmed before it runs out.
+   */
+  tell(told: boolean): void {
+    // What the channel vouched for was checked up to two heartbeats (half a lifetime) before now.
+    if (this.#told && !told) this.#vouchedUntil = this.#clock.now() + this.#ttlMs / 2;
+    this.#told = told;
+  }
+
+  /**
+   * When a copy's L1 lifetime runs out while the channel has no verdict: a copy it vouched for (set
+   * since its last gap) counts as confirmed when the verdict was lost, so that the copies of hot
+   * pages do not all lapse at once and wait for Redis; it is confirmed before then as any copy is.
+   */
+  #expiry(held: HeldCopy): number {
+    return held.setNumber >= this.#vouchedFrom ? Math.max(held.expiresAt, this.#vouchedUntil) : held.expiresAt;
+  }
+
+  /**
+   * A gap in the change channel (a change it may have missed): no copy set before now serves until
+   * it is confirmed against the store (set again from a read that began after this).
+   */
+  distrust(): void {
+    this.#vouchedFrom = ++this.#sets;
   }
 
   /** Whether an invalidation of the group was announced after the copy was set. */
@@ -138,7 +184,8 @@ export class L1Cache {
    */
   lapsed(key: string, tag: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
-    if (held === undefined || this.#clock.now() >= held.expiresAt + this.#ttlMs) return undefined;
+    if (held === undefined || held.setNumber < this.#vouchedFrom) return undefined;
+    if (this.#clock.now() >= this.#expiry(held) + this.#ttlMs) return undefined;
     if (this.#markedSince(held, tag)) return undefined;
     return this.#generations.get(tag) === held.entry.generation ? held.entry : undefined;
   }
@@ -151,16 +198,33 @@ export class L1Cache {
   }
 
   /**
-   * The copy under `key` when it is near the end of its L1 lifetime (else `undefined`): the read
-   * service then confirms it against the store in the background and sets it again, so that a page
-   * in steady demand never drops out of the L1 and none of its hits waits for Redis (copies set
-   * together would expire together, and each of their requests then read and decode the page).
+   * The copy under `key` when it is near the end of its L1 lifetime and the change channel does not
+   * vouch for it (else `undefined`): the read service then confirms it against the store in the
+   * background and sets it again, so that a page in steady demand never drops out of the L1 and none
+   * of its hits waits for Redis (copies set together would expire together, and each of their
+   * requests then read and decode the page).
    */
   dueForReread(key: string): CacheEntry | undefined {
     const held = this.#entries.get(key);
     if (held === undefined) return undefined;
+    if (held.superseded === true) return held.entry;
+    // A copy the channel vouches for needs no other confirmation: it hears of what would change it.
+    if (this.#told && held.setNumber >= this.#vouchedFrom) return undefined;
     const at = this.#clock.now();
-    return at >= held.rereadAt && at < held.expiresAt ? held.entry : undefined;
+    const expiry = this.#expiry(held);
+    // The key's own point before its expiry: as far before it as when the copy was set.
+    return at >= expiry - (held.expiresAt - held.rereadAt) && at < expiry ? held.entry : undefined;
+  }
+
+  /**
+   * Another replica's fill of the page under `key` was announced: the store holds a newer entry (a
+   * refresh, a freshen) than the copy, still fresh, held here. The copy serves on, and its next hit
+   * has it confirmed in the background (`dueForReread`), so that the newer entry is taken before
+   * the copy's freshness runs out and no hit of the page then waits for Redis.
+   */
+  supersede(key: string): void {
+    const held = this.#entries.get(key);
+    if (held !== undefined && held.superseded !== true) this.#entries.set(key, { ...held, superseded: true });
   }
 
   /**

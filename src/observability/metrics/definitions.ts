@@ -49,6 +49,8 @@ export interface ScrapeSources {
   readonly companyCacheBytes?: () => ReadonlyMap<string, number>;
   /** Read on each scrape: each resource's freshness figures over the advice's window (docs/cache.md#freshness-advice). */
   readonly freshness?: () => readonly ResourceFreshnessReading[];
+  /** Read on each scrape: whether the change channel vouches for the L1 (docs/cache.md#the-l1). Without Redis, omitted. */
+  readonly l1ChannelTold?: (() => boolean) | undefined;
 }
 
 /**
@@ -140,6 +142,13 @@ export const L1_LOOKUPS = {
   help: 'In-process (L1) lookups by result; hit ratio = hit / (hit + miss).',
   labelNames: ['result'],
   zeroes: [['hit'], ['miss']],
+} as const satisfies CounterDefinition<string>;
+
+export const L1_CHANNEL_GAPS = {
+  name: 'slab_proxy_l1_channel_gaps_total',
+  help: 'Gaps in the change channel (docs/cache.md#the-l1), by kind: skipped (a number skipped), missed (given out and not heard by the next heartbeat), regressed (the sequence went back), failover (another Redis process keeps it). After each, the L1 confirms its copies before they serve again.',
+  labelNames: ['gap'],
+  zeroes: [['skipped'], ['missed'], ['regressed'], ['failover']],
 } as const satisfies CounterDefinition<string>;
 
 export const STORE_LOOKUPS = {
@@ -277,6 +286,11 @@ export const GAUGES: readonly GaugeDefinition[] = [
     name: 'slab_proxy_operator_state_age_seconds',
     help: 'Seconds since this replica last confirmed its operator state (TTL overrides, revocations, blocks) with Redis.',
     read: ({ operatorStateAgeSeconds }) => operatorStateAgeSeconds,
+  },
+  {
+    name: 'slab_proxy_l1_channel_told',
+    help: 'The change channel: 1 while this replica has heard every purge and invalidation announced, so that L1 copies serve as long as their pages are fresh without asking Redis; 0 while a heartbeat fails, and copies are confirmed every L1 lifetime.',
+    read: ({ l1ChannelTold }) => l1ChannelTold && (() => (l1ChannelTold() ? 1 : 0)),
   },
   {
     name: 'slab_proxy_redis_down_seconds',
