@@ -88,7 +88,15 @@ beforeAll(async () => {
     upstreamUrl: sandbox.url,
     redisUrl: redis.url,
     adminToken: ADMIN_TOKEN,
-    config: { cache: { defaults: { ttl: 300 }, l1: { ttl: L1_TTL_SECONDS } } },
+    config: {
+      cache: {
+        defaults: { ttl: 300 },
+        l1: { ttl: L1_TTL_SECONDS },
+        // A page that expires within a test, and is not refreshed ahead of it.
+        resources: { remnants: { ttl: 1 } },
+        refresh: { ahead: 0, maxConcurrent: 8 },
+      },
+    },
   });
 });
 afterAll(async () => {
@@ -151,6 +159,28 @@ describe('the L1 told by the change channel', () => {
       expect((await getWithToken(proxy.url, target, bearer)).headers['cache-status']).toMatch(/; hit;/);
       return (await redisCalls('mget')) > readsBefore;
     }, 'the newer entry read');
+  });
+});
+
+describe('a copy held past its freshness', () => {
+  it('is served stale at once while one refresh runs: no request reads the store meanwhile', async () => {
+    await channelTold(true);
+    const target = `${API_PREFIX}/remnants?per_page=6`;
+    expect((await getWithToken(proxy.url, target, bearer)).status).toBe(200);
+    const filledAt = Date.now();
+    await until(() => Date.now() > filledAt + 1_100, 'the page past its freshness');
+    // The refresh takes 300 ms at the upstream: the requests meanwhile are served the held copy.
+    sandbox.faults.set({ latencyMs: 300, resource: 'remnants', times: 1 });
+    const served = sandbox.stats().served;
+    const readsBefore = (await redisCalls('mget')) + (await redisCalls('getrange'));
+    const answers = [];
+    for (let i = 0; i < 10; i++) answers.push(await getWithToken(proxy.url, target, bearer));
+    for (const answer of answers) expect(answer.headers['cache-status']).toMatch(/^slab-proxy; hit;/);
+    expect(answers[0]?.headers['cache-status']).toMatch(/detail=stale-while-revalidate/);
+    await until(() => sandbox.stats().served > served, 'the refresh at the upstream');
+    // One store read: the refresh's own, once it held the lease.
+    expect((await redisCalls('mget')) + (await redisCalls('getrange')) - readsBefore).toBeLessThanOrEqual(1);
+    expect(sandbox.stats().served).toBe(served + 1);
   });
 });
 

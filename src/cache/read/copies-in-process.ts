@@ -6,7 +6,7 @@
 import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
 import type { L1Cache } from '../stores/l1.js';
-import type { CacheStore } from '../stores/store.js';
+import { type CacheStore, lookupOfCopy, type StoreLookup } from '../stores/store.js';
 import type { EffectivePolicy } from './policy.js';
 import { servedEntry, withPolicy } from './read-outcome.js';
 import type { StoreReads } from './store-reads.js';
@@ -40,6 +40,16 @@ export class CopiesInProcess {
     return entry === undefined ? undefined : withPolicy(entry, policy);
   }
 
+  /**
+   * The copy held in this process as the store's answer it came from (the L1's, or the in-process
+   * store's own): what a refresh started from it is given.
+   */
+  held(address: CacheAddress): StoreLookup | undefined {
+    const { l1, store } = this.#options;
+    if (l1 !== undefined) return l1.held(address.key, address.tag) ?? this.#lapsedLookup(l1, address);
+    return store.peek?.(address);
+  }
+
   /** A fresh copy held in this process. */
   fresh(address: CacheAddress, policy: EffectivePolicy): CacheEntry | undefined {
     const entry = this.copy(address, policy);
@@ -50,6 +60,15 @@ export class CopiesInProcess {
   confirmIfDue(address: CacheAddress, policy: EffectivePolicy): void {
     const due = this.#options.l1?.dueForReread(address.key);
     if (due !== undefined && !this.#options.reads.isReading(address.key)) this.#confirm(address, policy, due);
+  }
+
+  /** An L1 copy past its lifetime that may still serve now (`copy`), as a lookup. */
+  #lapsedLookup(l1: L1Cache, address: CacheAddress): StoreLookup | undefined {
+    const entry = this.#lapsedCopy(l1, address);
+    if (entry === undefined) return undefined;
+    // While the store cannot be asked, the L1 stands in for it (l1.ts): the refresh then holds what it fetches here.
+    if (this.#options.store.reachable?.(address) === false) return l1.standIn(address.key, address.tag);
+    return lookupOfCopy(entry);
   }
 
   /** An L1 copy past its lifetime that may still serve now (`copy`). */

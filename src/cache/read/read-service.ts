@@ -209,11 +209,31 @@ class CacheReadService implements ReadService {
     const entry = this.#copies.copy(address, policy);
     if (entry === undefined) return undefined;
     const at = this.#now();
-    if (at >= entry.freshUntil) return undefined;
+    if (at >= entry.freshUntil) return this.#staleHit(request, address, policy, entry, at);
     this.#copies.confirmIfDue(address, policy);
     if (this.#refresher.isDue(address.key, entry, at)) this.#refresher.refreshAhead(request, address, policy, entry);
     this.#prefetcher.served(request, address, policy, entry);
     return fromEntry(entry, at, { kind: 'hit', ttl: wholeSeconds(entry.freshUntil - at) });
+  }
+
+  /**
+   * A copy held in this process past its freshness, within its stale window: served at once while
+   * one background refresh runs, as the store's copy would be (`#serveStored`), without a store read
+   * per request: the refresh reads the store once it holds the lease. Past the window, `undefined`:
+   * the request reads the store.
+   */
+  #staleHit(
+    request: ReadRequest,
+    address: CacheAddress,
+    policy: EffectivePolicy,
+    entry: CacheEntry,
+    at: number,
+  ): ReadOutcome | undefined {
+    if (at >= entry.freshUntil + this.#staleWindowMs(entry, policy)) return undefined;
+    const held = this.#copies.held(address);
+    if (held === undefined) return undefined;
+    this.#refresher.refresh(request, address, policy, held);
+    return fromEntry(entry, at, { kind: 'revalidating', ttl: wholeSeconds(entry.freshUntil - at) });
   }
 
   /**

@@ -20,7 +20,7 @@ import { type CacheEntry, entryBytes } from '../entry/entry.js';
 import { keyFraction } from '../read/refresh-ahead.js';
 import { Doorkeeper } from './admission.js';
 import { CompanyShares } from './company-shares.js';
-import { newGeneration, type StoreLookup } from './store.js';
+import { lookupOfCopy, newGeneration, type StoreLookup } from './store.js';
 
 export interface L1Options {
   readonly maxBytes: number;
@@ -169,6 +169,15 @@ export class L1Cache {
     const marked = held !== undefined && this.#markedSince(held, tag) ? this.#marks.get(tag)?.mark : undefined;
     const mark = marked ?? entry?.mark;
     return { entry, generation, available: false, ...(mark !== undefined && { mark }) };
+  }
+
+  /**
+   * The copy under `key` (as `get` would serve it) in the form of the store's answer it came from:
+   * what a refresh led from the L1 starts from (it reads the store itself once it holds the lease).
+   */
+  held(key: string, tag: string): StoreLookup | undefined {
+    const entry = this.get(key, tag);
+    return entry === undefined ? undefined : lookupOfCopy(entry);
   }
 
   /** The last copy under `key` of the group's generation, whatever its L1 lifetime. */

@@ -113,6 +113,19 @@ export function newGeneration(): string {
   return `${Date.now().toString(36)}.${Math.random().toString(36).slice(2, 10)}`;
 }
 
+/**
+ * A copy held in this process as the store's answer it came from (its generation the group's as
+ * it was then, the marks it was filled under): what a refresh led from the copy starts from.
+ */
+export function lookupOfCopy(entry: CacheEntry): StoreLookup {
+  return {
+    entry,
+    generation: entry.generation,
+    available: true,
+    ...(entry.mark !== undefined && { mark: entry.mark }),
+  };
+}
+
 /** True when the entry belongs to the group's current generation. */
 export function isCurrent(lookup: StoreLookup): lookup is StoreLookup & { entry: CacheEntry } {
   return lookup.entry !== undefined && lookup.generation !== undefined && lookup.entry.generation === lookup.generation;
