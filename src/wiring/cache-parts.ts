@@ -63,6 +63,7 @@ export function createCacheParts(
     subscriber,
     channel: `${prefix}:purge`,
     sequenceKey: changeSequenceKey(prefix),
+    health,
     onNumber: (number) => channel?.heard(number),
     onError: (error) => logger.debug(errorFields(error), 'purge announcement failed'),
   });

@@ -7,8 +7,10 @@
  * subscribes to them (as Kong's proxy-cache does): nobody else fans them out.
  */
 import { createHash } from 'node:crypto';
+import { ReplyError } from 'ioredis';
 import { isResourceName, type ResourceName } from '../../catalog/resources.js';
 import type { RedisClient } from '../../platform/redis/connection.js';
+import type { RedisHealth } from '../../platform/redis/health.js';
 import type { SequenceReading } from './change-channel.js';
 
 /**
@@ -98,6 +100,8 @@ export interface RedisPurgeBusOptions {
   readonly channel: string;
   /** The key of the fleet's sequence of announcements (one hash slot). */
   readonly sequenceKey: string;
+  /** The cache's breaker per node: a heartbeat that fails says so, and none is sent to a node skipped. */
+  readonly health: RedisHealth;
   /** Told of the number of each announcement heard (change-channel.ts). */
   readonly onNumber?: ((number: number) => void) | undefined;
   readonly onError?: ((error: unknown) => void) | undefined;
@@ -146,7 +150,13 @@ export function createRedisPurgeBus(options: RedisPurgeBusOptions): RedisPurgeBu
     },
     subscribe: (listener) => void listeners.push(listener),
     async readSequence() {
-      const reply = await script(SEQUENCE_SCRIPT, SEQUENCE_SHA);
+      if (!options.health.usable(sequenceKey)) throw new Error('the node keeping the change sequence is skipped');
+      const reply = await script(SEQUENCE_SCRIPT, SEQUENCE_SHA).catch((error: unknown) => {
+        // A hung or lost Redis found by the heartbeat is skipped by every read at once, as after a
+        // lookup; an error reply (a sequence of another type) says nothing of the node.
+        if (!(error instanceof ReplyError)) options.health.failed(sequenceKey, error);
+        return Promise.reject(error);
+      });
       if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'string')
         throw new Error('the change sequence answered in an unexpected form');
       return { last: reply[0], keeper: reply[1] };
