@@ -8,7 +8,7 @@
  * few minutes instead of the whole bench's.
  *
  * Settings: those of `npm run bench` that concern the hit rounds (BENCH_ROUNDS, BENCH_SECONDS,
- * BENCH_CONNECTIONS, BENCH_WARMUP_SECONDS, BENCH_BEFORE, BENCH_REFRESHING, BENCH_L1_TTL,
+ * BENCH_CONNECTIONS, BENCH_WARMUP_SECONDS, BENCH_LEAD_SECONDS, BENCH_BEFORE, BENCH_REFRESHING, BENCH_L1_TTL,
  * BENCH_TARGETS, BENCH_HALF_LOAD, …), BENCH_ALLOCATION (0: no allocation phase) and
  * BENCH_REDIS_LOAD (0: no Redis load phase).
  */

@@ -30,6 +30,7 @@
  * a verdict.
  *
  * Settings: BENCH_ROUNDS (5), BENCH_SECONDS (3), BENCH_CONNECTIONS (32), BENCH_WARMUP_SECONDS (2),
+ * BENCH_LEAD_SECONDS (1: unmeasured load before each hit round),
  * BENCH_GENERATOR (wrk | autocannon: force autocannon), BENCH_CPU_PROF (a directory: proxy 1
  * writes a V8 CPU profile there), BENCH_NODE_FLAGS (extra node flags for the proxies),
  * BENCH_L1_TTL (the proxies' `cache.l1.ttl`, seconds), BENCH_BEFORE (an earlier commit's checkout,

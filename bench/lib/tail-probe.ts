@@ -3,7 +3,11 @@
  * (the bench reports the tail's cause, not only its size): the event loop's longest delay
  * during the round (prom-client's event-loop monitor, whose histogram is reset at every scrape, so
  * the scrape before a round starts its window), the garbage collector's time by kind and its pauses
- * over 10 ms, and the page reads that left the in-process tier for the store or the upstream.
+ * over 10 ms, the page reads that left the in-process tier for the store or the upstream, and the
+ * answers that waited for the upstream (a miss, or a read joined to another's fetch: a page read
+ * after its stale window is revalidated before it is served, docs/cache.md) beside the answers
+ * from a stored copy that took the proxy over 10 ms — which tells a tail of hits from a tail of
+ * revalidations.
  */
 
 /** A scrape: every sample of the series the probe reads, by its full name with labels. */
@@ -20,10 +24,18 @@ export interface TailFigures {
   readonly storeReads: number;
   /** Requests sent to the upstream in the round (a refresh or a fill). */
   readonly upstreamRequests: number;
+  /** Answers in the round that waited for the upstream: cache result `miss` or `collapsed`. */
+  readonly waitedForUpstream: number;
+  /** Answers from a stored copy (`hit`, `stale`) that took over 10 ms by the proxy's own clock. */
+  readonly slowCopies: number;
 }
 
 const READ =
-  /^(nodejs_eventloop_lag_max_seconds|nodejs_gc_duration_seconds_(sum|bucket)|slab_proxy_l1_lookups_total|slab_proxy_upstream_requests_total)\b/;
+  /^(nodejs_eventloop_lag_max_seconds|nodejs_gc_duration_seconds_(sum|bucket)|slab_proxy_l1_lookups_total|slab_proxy_upstream_requests_total|slab_proxy_requests_total|slab_proxy_request_duration_seconds_bucket)\b/;
+
+/** The cache results of answers made without waiting for the upstream (src/cache/entry/cache-status.ts). */
+const FROM_COPY = ['cache="hit"', 'cache="stale"'];
+const WAITED = ['cache="miss"', 'cache="collapsed"'];
 
 export function parseSamples(text: string): Samples {
   const samples = new Map<string, number>();
@@ -87,7 +99,27 @@ export function tailBetween(before: Samples, after: Samples): TailFigures {
       (s) => s.startsWith('slab_proxy_l1_lookups_total{') && s.includes('result="miss"'),
     ),
     upstreamRequests: summed(before, after, (s) => s.startsWith('slab_proxy_upstream_requests_total')),
+    waitedForUpstream: summed(
+      before,
+      after,
+      (s) => s.startsWith('slab_proxy_requests_total{') && WAITED.some((label) => s.includes(label)),
+    ),
+    slowCopies: slowAnswers(before, after, FROM_COPY),
   };
+}
+
+/** Answers with one of `results` over 10 ms: the histogram's count less its 10-ms bucket. */
+function slowAnswers(before: Samples, after: Samples, results: readonly string[]): number {
+  const of = (bound: string): number =>
+    summed(
+      before,
+      after,
+      (s) =>
+        s.startsWith('slab_proxy_request_duration_seconds_bucket{') &&
+        s.includes(`le="${bound}"`) &&
+        results.some((label) => s.includes(label)),
+    );
+  return of('+Inf') - of('0.01');
 }
 
 /** The round's tail figures, or undefined for a server without metrics (bare, nginx). */
@@ -118,6 +150,8 @@ export function describeTail(tails: readonly TailFigures[], median: (values: num
     `loop delay max ${fmt1(median(tails.map((t) => t.loopDelayMaxMs)))} ms, ` +
     `GC ${fmt1(median(tails.map(gcTotal)))} ms a round (major ${fmt1(median(tails.map(major)))} ms), ` +
     `pauses > 10 ms ${fmt1(median(tails.map((t) => t.gcPausesOver10Ms)))}, ` +
-    `store reads ${fmt1(median(tails.map((t) => t.storeReads)))}, upstream ${fmt1(median(tails.map((t) => t.upstreamRequests)))}`
+    `store reads ${fmt1(median(tails.map((t) => t.storeReads)))}, upstream ${fmt1(median(tails.map((t) => t.upstreamRequests)))}, ` +
+    `answers that waited for it ${fmt1(median(tails.map((t) => t.waitedForUpstream)))}, ` +
+    `copies served in over 10 ms ${fmt1(median(tails.map((t) => t.slowCopies)))}`
   );
 }

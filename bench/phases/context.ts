@@ -11,6 +11,13 @@ export interface BenchSettings {
   readonly connections: number;
   /** Seconds of load per target before its rounds (BENCH_WARMUP_SECONDS). */
   readonly warmupSeconds: number;
+  /**
+   * Seconds of the round's own load, unmeasured, just before each measured round (BENCH_LEAD_SECONDS):
+   * a target idle while the others ran may hold pages past their stale window, whose first reads
+   * are revalidations, not hits; the lead-in takes them, so that a round measures hits with
+   * refreshes running. The first seconds after an idle spell are the resume phase's.
+   */
+  readonly leadSeconds: number;
 }
 
 export interface BenchContext {

@@ -73,7 +73,7 @@ export function describeRound(r: Round): string {
 }
 
 export async function runHitPhase(ctx: BenchContext, input: HitPhaseInput): Promise<HitFigures> {
-  const { rounds, seconds, connections, warmupSeconds } = ctx.settings;
+  const { rounds, seconds, connections, warmupSeconds, leadSeconds } = ctx.settings;
   const width = Math.max(...input.targets.map((t) => t.name.length));
   const specFor = (target: HitTarget, workload: Workload, durationSec: number): LoadSpec => ({
     url: serverOf(input, target).url,
@@ -92,12 +92,9 @@ export async function runHitPhase(ctx: BenchContext, input: HitPhaseInput): Prom
   for (let round = 1; round <= rounds; round++) {
     for (const workload of WORKLOADS) {
       for (const target of rotation(input.targets, round)) {
-        const r = await measureRound(
-          serverOf(input, target),
-          specFor(target, workload, seconds),
-          run,
-          `${target.name}-${workload}-${String(round)}`,
-        );
+        const label = `${target.name}-${workload}-${String(round)}`;
+        if (leadSeconds > 0) await run(specFor(target, workload, leadSeconds), `lead-${label}`);
+        const r = await measureRound(serverOf(input, target), specFor(target, workload, seconds), run, label);
         measured.get(target.name)?.[workload].push(r);
         say(`  round ${String(round)} ${workload.padEnd(8)} ${target.name.padEnd(width)} ${describeRound(r)}`);
       }

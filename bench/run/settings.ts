@@ -35,6 +35,7 @@ export async function prepareBench(): Promise<BenchSetup> {
     seconds: envInt('BENCH_SECONDS', 3, 1, 120),
     connections: envInt('BENCH_CONNECTIONS', 32, 1, 1024),
     warmupSeconds: envInt('BENCH_WARMUP_SECONDS', 2, 0, 60),
+    leadSeconds: envInt('BENCH_LEAD_SECONDS', 1, 0, 60),
   };
   const profileDir = envText('BENCH_CPU_PROF');
   const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== '');
@@ -61,7 +62,7 @@ export function sayWhatRuns({ ctx, nginx, haproxy }: BenchSetup): void {
       : 'pinning: OFF (no taskset or one CPU): servers and load generator share the CPUs, figures are rough',
   );
   say(
-    `load: ${generator.label}, ${String(settings.connections)} connections, ${String(settings.rounds)} interleaved rounds × ${String(settings.seconds)} s per target and workload, ${String(settings.warmupSeconds)} s warm-up each`,
+    `load: ${generator.label}, ${String(settings.connections)} connections, ${String(settings.rounds)} interleaved rounds × ${String(settings.seconds)} s per target and workload, ${String(settings.warmupSeconds)} s warm-up each, ${String(settings.leadSeconds)} s unmeasured before each round`,
   );
   if (generator.note !== undefined) say(`  ${generator.note}`);
   say(

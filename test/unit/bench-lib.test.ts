@@ -293,6 +293,13 @@ describe('the tail probe', () => {
       `slab_proxy_l1_lookups_total{result="hit"} 5000`,
       `slab_proxy_l1_lookups_total{result="miss"} ${String(misses)}`,
       `slab_proxy_upstream_requests_total{resource="receipts",outcome="ok"} 3`,
+      `slab_proxy_requests_total{resource="movements",status="200",cache="hit"} 9000`,
+      `slab_proxy_requests_total{resource="movements",status="200",cache="miss"} ${String(misses * 2)}`,
+      `slab_proxy_requests_total{resource="movements",status="200",cache="collapsed"} ${String(misses)}`,
+      `slab_proxy_request_duration_seconds_bucket{le="0.01",cache="hit"} ${String(9000 + misses * 100 - over10)}`,
+      `slab_proxy_request_duration_seconds_bucket{le="+Inf",cache="hit"} ${String(9000 + misses * 100)}`,
+      `slab_proxy_request_duration_seconds_bucket{le="0.01",cache="miss"} 0`,
+      `slab_proxy_request_duration_seconds_bucket{le="+Inf",cache="miss"} ${String(misses * 2)}`,
       '',
     ].join('\n');
 
@@ -306,8 +313,11 @@ describe('the tail probe', () => {
     expect(tail.gcPausesOver10Ms).toBe(2);
     expect(tail.storeReads).toBe(12);
     expect(tail.upstreamRequests).toBe(0);
+    expect(tail.waitedForUpstream).toBe(36); // 12 more misses (24) and collapsed reads (12)
+    expect(tail.slowCopies).toBe(2); // hits over 10 ms; the misses' slow answers are not copies
     expect(describeTail([tail], median)).toBe(
-      'loop delay max 42.5 ms, GC 63.0 ms a round (major 51.0 ms), pauses > 10 ms 2.0, store reads 12.0, upstream 0.0',
+      'loop delay max 42.5 ms, GC 63.0 ms a round (major 51.0 ms), pauses > 10 ms 2.0, store reads 12.0, upstream 0.0, ' +
+        'answers that waited for it 36.0, copies served in over 10 ms 2.0',
     );
   });
 });
