@@ -94,11 +94,14 @@ export interface Rig {
   close(): Promise<void>;
 }
 
-/** The bench proxies' config, with the rig's key prefix. */
+/**
+ * The bench proxies' config, with the rig's key prefix, and no page expiring: the breakdown times
+ * the steps of a hit, and a page that turned stale during a long step would be another path.
+ */
 function benchConfig(): ProxyAppOptions['config'] {
   const dir = mkdtempSync(join(tmpdir(), 'hit-breakdown-'));
   try {
-    return loadConfigFile(writeBenchConfig(dir, 'bench.yaml', NEVER_REFUSING, PREFIX));
+    return loadConfigFile(writeBenchConfig(dir, 'bench.yaml', NEVER_REFUSING, PREFIX, undefined, false));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
