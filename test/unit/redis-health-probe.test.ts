@@ -9,7 +9,8 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { Cluster } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRedisClient, isCommandTimeout, type RedisClient } from '../../src/platform/redis/connection.js';
+import { isCommandTimeout } from '../../src/platform/redis/command-timeout.js';
+import { createRedisClient, type RedisClient } from '../../src/platform/redis/connection.js';
 import { RedisHealth } from '../../src/platform/redis/health.js';
 
 const TIMEOUT_MS = 50;

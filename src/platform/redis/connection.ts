@@ -8,52 +8,9 @@
  * `RedisHealth` (health.ts) adds a short circuit breaker: after a timeout or a connection error the
  * store is skipped for a moment, so a hung Redis costs one request the timeout, not every request.
  */
-import { Cluster, Command, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { ClusterSeeds } from './cluster-seeds.js';
-
-/**
- * A command timeout that a busy event loop cannot fake: under a burst, a timer that fires late
- * would time out commands whose replies have long arrived, the breaker would then skip Redis and
- * each replica fetch every key itself (docs/architecture.md).
- *
- * ioredis arms a timer per command. When the event loop is held up past the timeout (parsing a
- * burst of requests, a GC pause), the timers phase runs before the poll phase that would read the
- * reply already waiting in the socket, and the command fails although Redis answered in time. Here
- * the timer only schedules the rejection with `setImmediate`, which runs after the poll phase: a
- * reply that is there is read first, and only a Redis that really did not answer times out.
- */
-interface TimedCommand {
-  isResolved: boolean;
-  reject(error: Error): void;
-  _commandTimeoutTimer?: NodeJS.Timeout;
-}
-
-let lagTolerant = false;
-
-/** The message of a command that timed out (ioredis's own, and ours below). */
-const COMMAND_TIMED_OUT = 'Command timed out';
-
-/** Whether a command failed because Redis did not answer within the command timeout. */
-export function isCommandTimeout(error: unknown): boolean {
-  return error instanceof Error && error.message === COMMAND_TIMED_OUT;
-}
-
-export function installLagTolerantCommandTimeouts(): void {
-  if (lagTolerant) return;
-  lagTolerant = true;
-  const prototype = Command.prototype as unknown as { setTimeout(this: TimedCommand, ms: number): void };
-  prototype.setTimeout = function setLagTolerantTimeout(this: TimedCommand, ms: number): void {
-    if (this._commandTimeoutTimer !== undefined) return;
-    // ioredis clears `_commandTimeoutTimer` when the command resolves, as with its own timer.
-    this._commandTimeoutTimer = setTimeout(() => {
-      setImmediate(() => {
-        if (!this.isResolved) this.reject(new Error(COMMAND_TIMED_OUT));
-      });
-    }, ms);
-  };
-}
-
-installLagTolerantCommandTimeouts();
+import { CommandTimeouts } from './command-timeout.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -98,7 +55,6 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
     autoResendUnfulfilledCommands: false,
     // Batches the commands issued in one synchronous run into one write (never on a cluster).
     enableAutoPipelining: !subscriber,
-    ...(subscriber ? {} : { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: 1_000,
     // At most half a second between attempts: a replica hears of Redis's return within that (the
     // upstream budget's rejoin window counts on it: src/upstream-guard/upstream-budget.ts).
@@ -137,9 +93,21 @@ export function createRedisClient(options: RedisConnectionOptions): RedisClient 
   } else {
     throw new TypeError('REDIS_URL or REDIS_CLUSTER_NODES is required for a Redis connection');
   }
+  // Not ioredis's `commandTimeout`: a timer that a held-up event loop cannot fake (command-timeout.ts).
+  if (!subscriber) armTimeouts(client, options.commandTimeoutMs);
   // Without a listener ioredis reports every connection error as unhandled.
   client.on('error', (error: Error) => options.onError?.(error));
   return client;
+}
+
+/** The client's commands time out; a cluster's nodes' connections too, those made later included. */
+function armTimeouts(client: RedisClient, timeoutMs: number): void {
+  const timeouts = new CommandTimeouts(timeoutMs);
+  timeouts.arm(client);
+  if (!(client instanceof Cluster)) return;
+  // The seed nodes' connections are made in the constructor already; later ones are announced.
+  for (const node of client.nodes('all')) timeouts.arm(node);
+  client.on('+node', (node: Redis) => timeouts.arm(node));
 }
 
 /** How long a cluster client may stay unready before it starts over from its seed nodes. */

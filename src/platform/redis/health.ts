@@ -4,7 +4,8 @@
  */
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, type Redis } from 'ioredis';
-import { isCommandTimeout, type RedisClient } from './connection.js';
+import { isCommandTimeout } from './command-timeout.js';
+import type { RedisClient } from './connection.js';
 
 export interface RedisHealthOptions {
   /** How long a node is skipped after a failure, ms (default 500). */
