@@ -4,7 +4,7 @@
  * (docs/cache.md).
  */
 import type { Logger } from 'pino';
-import { changeSequenceKey } from '../cache/entry/cache-key.js';
+import { changeEpochKey, changeSequenceKey } from '../cache/entry/cache-key.js';
 import { ChangeChannel } from '../cache/read/change-channel.js';
 import { createRedisCoordinator, type FillCoordinator, LOCAL_COORDINATOR } from '../cache/read/coordinator.js';
 import { createLocalPurgeBus, createRedisPurgeBus, type PurgeBus } from '../cache/read/purge-bus.js';
@@ -63,6 +63,7 @@ export function createCacheParts(
     subscriber,
     channel: `${prefix}:purge`,
     sequenceKey: changeSequenceKey(prefix),
+    epochKey: changeEpochKey(prefix),
     health,
     onNumber: (number) => channel?.heard(number),
     onError: (error) => logger.debug(errorFields(error), 'purge announcement failed'),

@@ -130,6 +130,7 @@ describe('a Redis Cluster master killed, then another paused, then all flushed, 
     cluster.resume(paused);
     await sleep(3_000);
     const throughFailovers = refetches();
+    const atFlush = { ...sandbox.stats().byTarget };
     await cluster.flushAll();
     flushedAt = Date.now();
     const result = await load;
@@ -155,7 +156,13 @@ describe('a Redis Cluster master killed, then another paused, then all flushed, 
     expect(result.errors).toBe(0);
     expect(Object.keys(statuses)).toEqual(['200']);
     expect(throughFailovers).toBe(0);
-    expect(afterFlush).toBeLessThanOrEqual(pages.length);
+    // Each page once after the flush: every one fetched again, and no more fetches than pages.
+    const byTarget = sandbox.stats().byTarget;
+    const fetchedAgain = pages.filter(
+      (page) => (byTarget[upstreamTarget(page.path)] ?? 0) > (atFlush[upstreamTarget(page.path)] ?? 0),
+    );
+    expect(fetchedAgain.length).toBe(pages.length);
+    expect(afterFlush).toBe(pages.length);
     // Served again after the failovers and the flush: every page answers 200.
     for (const page of pages)
       expect((await getWithToken(replicas[0]?.url ?? '', page.path, page.token)).status).toBe(200);

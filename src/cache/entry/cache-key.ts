@@ -79,6 +79,14 @@ export function changeSequenceKey(prefix: string): string {
 }
 
 /**
+ * The sequence's epoch beside it (the same hash slot): a random id written when it is missing, so
+ * that a sequence lost with its keys (a flush, an eviction) is told from one never used.
+ */
+export function changeEpochKey(prefix: string): string {
+  return `{${prefix}:changes}:epoch`;
+}
+
+/**
  * The partition segment. `co` (the company shares), `em.<id>` or `em-` (per employee; `em-` for
  * tokens without one), `cr.<base64url>` (per credential). None of them can equal `gen`, `lease` or
  * `mark`.

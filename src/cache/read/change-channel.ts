@@ -11,7 +11,8 @@
  * - `missed`:  a number given out at one heartbeat and still not heard at the next;
  * - `regressed`: a last number lower than one heard (the key was lost: a flush, an eviction);
  * - `failover`: another Redis process keeps the sequence (a failover or a restart can lose the
- *   last numbers given out with their announcements, so that the next ones look contiguous).
+ *   last numbers given out with their announcements, so that the next ones look contiguous), or
+ *   the sequence was begun anew (its keys lost: a flush, an eviction, before any number was given).
  *
  * A heartbeat that fails leaves the L1 without a verdict: its copies serve for their L1 lifetime
  * and are confirmed before it runs out, as if no channel existed, until a heartbeat answers again.
@@ -33,7 +34,7 @@ export interface ChannelListener {
   distrust(): void;
 }
 
-/** The sequence's last number given out (0 before the first), and the id of the process keeping it. */
+/** The sequence's last number given out (0 before the first), and who keeps it: process and epoch. */
 export interface SequenceReading {
   readonly last: number;
   readonly keeper: string;

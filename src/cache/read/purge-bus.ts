@@ -6,7 +6,7 @@
  * the L1's copies then serve without asking Redis. The read service announces its own and
  * subscribes to them (as Kong's proxy-cache does): nobody else fans them out.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { ReplyError } from 'ioredis';
 import { isResourceName, type ResourceName } from '../../catalog/resources.js';
 import type { RedisClient } from '../../platform/redis/connection.js';
@@ -85,11 +85,20 @@ redis.call('publish', ARGV[1], '#' .. n .. ' ' .. ARGV[2])
 return n`;
 
 /**
- * The sequence's last number (0 before the first) and the run id of the Redis process that keeps
- * it: a failover or a restart may lose the last numbers given out, and a new run id says so.
+ * The sequence's last number (0 before the first), and who keeps it: the run id of the Redis
+ * process, a failover or a restart may lose the last numbers given out; and the sequence's epoch,
+ * written anew when it is missing, a flush or an eviction may have lost the key with its numbers
+ * (a sequence never used and one lost before its first number both read 0). KEYS: the sequence,
+ * its epoch. ARGV: the epoch to write when there is none.
  */
 const SEQUENCE_SCRIPT = `local last = redis.call('get', KEYS[1])
-return { tonumber(last or '0'), string.match(redis.call('info', 'server'), 'run_id:(%w+)') or '' }`;
+local epoch = redis.call('get', KEYS[2])
+if not epoch then
+  epoch = ARGV[1]
+  redis.call('set', KEYS[2], epoch)
+end
+local run = string.match(redis.call('info', 'server'), 'run_id:(%w+)') or ''
+return { tonumber(last or '0'), run .. ':' .. epoch }`;
 
 const ANNOUNCE_SHA = createHash('sha1').update(ANNOUNCE_SCRIPT).digest('hex');
 const SEQUENCE_SHA = createHash('sha1').update(SEQUENCE_SCRIPT).digest('hex');
@@ -98,8 +107,9 @@ export interface RedisPurgeBusOptions {
   readonly client: RedisClient;
   readonly subscriber: RedisClient;
   readonly channel: string;
-  /** The key of the fleet's sequence of announcements (one hash slot). */
+  /** The key of the fleet's sequence of announcements, and of its epoch (one hash slot). */
   readonly sequenceKey: string;
+  readonly epochKey: string;
   /** The cache's breaker per node: a heartbeat that fails says so, and none is sent to a node skipped. */
   readonly health: RedisHealth;
   /** Told of the number of each announcement heard (change-channel.ts). */
@@ -117,7 +127,7 @@ function isNoScript(error: unknown): boolean {
 }
 
 export function createRedisPurgeBus(options: RedisPurgeBusOptions): RedisPurgeBus {
-  const { client, subscriber, channel, sequenceKey } = options;
+  const { client, subscriber, channel, sequenceKey, epochKey } = options;
   const listeners: PurgeListener[] = [];
   const deliver: PurgeListener = (announcement) => {
     for (const listener of listeners) listener(announcement);
@@ -125,9 +135,9 @@ export function createRedisPurgeBus(options: RedisPurgeBusOptions): RedisPurgeBu
   // By its hash, and by its text where the node does not have it yet (a new node, a failover).
   const script = (text: string, sha: string, ...args: string[]): Promise<unknown> =>
     client
-      .evalsha(sha, 1, sequenceKey, ...args)
+      .evalsha(sha, 2, sequenceKey, epochKey, ...args)
       .catch((error: unknown) =>
-        isNoScript(error) ? client.eval(text, 1, sequenceKey, ...args) : Promise.reject(error),
+        isNoScript(error) ? client.eval(text, 2, sequenceKey, epochKey, ...args) : Promise.reject(error),
       );
   subscriber.on('message', (from: string, message: string) => {
     if (from !== channel) return;
@@ -151,7 +161,7 @@ export function createRedisPurgeBus(options: RedisPurgeBusOptions): RedisPurgeBu
     subscribe: (listener) => void listeners.push(listener),
     async readSequence() {
       if (!options.health.usable(sequenceKey)) throw new Error('the node keeping the change sequence is skipped');
-      const reply = await script(SEQUENCE_SCRIPT, SEQUENCE_SHA).catch((error: unknown) => {
+      const reply = await script(SEQUENCE_SCRIPT, SEQUENCE_SHA, randomUUID()).catch((error: unknown) => {
         // A hung or lost Redis found by the heartbeat is skipped by every read at once, as after a
         // lookup; an error reply (a sequence of another type) says nothing of the node.
         if (!(error instanceof ReplyError)) options.health.failed(sequenceKey, error);
