@@ -67,10 +67,10 @@ export async function startSharedRedis(topology: RedisTopology): Promise<SharedR
  * they wrote anew to settle (~3 s: src/control/operator-control.ts, and
  * test/integration/operator-confirmation.test.ts). For the suites about something else than the
  * operator state's beginnings; what a flush or an empty restart later does to it is unchanged.
- * Their replicas are then seconds younger when the tests begin: a suite whose local shares matter
- * waits for the replicas to count each other (`replicasCounted`). The upstream budget's suites that
- * cut replicas off Redis keep a fresh Redis: cut off this soon after its start, a replica was seen
- * to go past the bounds they assert.
+ * Their replicas are then seconds younger when the tests begin: until a replica's count of the
+ * others is settled its local shares are made of `rateLimit.replicas` (docs/limits.md#the-replica-count),
+ * so a suite whose local shares matter sets it, or waits for the replicas to count each other
+ * (`replicasCounted`).
  */
 export async function settledOperatorState(
   redis: SharedRedis | RedisServer | RedisCluster,

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { countReplicas, type ReplicaCount } from '../../src/platform/redis/replica-count.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 
@@ -28,8 +28,8 @@ afterAll(async () => {
   await redis.stop();
 });
 
-function counter(prefix: string, memoryMs: number): ReplicaCount {
-  const count = countReplicas({ client, prefix, intervalMs: INTERVAL_MS, memoryMs });
+function counter(prefix: string, memoryMs: number, now?: () => number): ReplicaCount {
+  const count = countReplicas({ client, prefix, intervalMs: INTERVAL_MS, memoryMs, ...(now !== undefined && { now }) });
   counts.push(count);
   return count;
 }
@@ -58,5 +58,25 @@ describe('the replica count', () => {
     // ... until the memory has passed since the last count of 2, at most one interval before the stop.
     await reaches(one, 1);
     expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(MEMORY_MS - INTERVAL_MS);
+  });
+
+  it('gives no count before one interval has passed since its first stamp, however many it made', async () => {
+    const prefix = `count-${randomUUID()}`;
+    let clock = 1_000_000;
+    const stamps = vi.spyOn(client, 'eval');
+    const one = counter(prefix, 60_000, () => clock);
+    const two = counter(prefix, 60_000, () => clock);
+    // Both stamped, again and again, with no time passing on their clock: each saw two replicas,
+    // and neither says so — a count taken so early may lack replicas started beside it.
+    const key = `${prefix}:replicas`;
+    await vi.waitFor(() =>
+      expect(stamps.mock.calls.filter((call) => call[2] === key).length).toBeGreaterThanOrEqual(6),
+    );
+    expect(await client.zcard(key)).toBe(2);
+    expect(one.current()).toBeUndefined();
+    expect(two.current()).toBeUndefined();
+    stamps.mockRestore();
+    clock += INTERVAL_MS;
+    await Promise.all([reaches(one, 2), reaches(two, 2)]);
   });
 });

@@ -12,6 +12,9 @@
  * - After it rejoins: within `maxConcurrent` and `maxPerSecond` again.
  * - Redis down for everyone: within `maxConcurrent` and `maxPerSecond` (the shares add up to no
  *   more); and within them again once Redis is back, empty.
+ * - As production starts them: three replicas started at once on a Redis whose operator state is
+ *   settled, one cut off 0.5–3 s after it is ready (a delay drawn each run, in the figures): within
+ *   the caps and its share from its first request on (docs/limits.md#the-replica-count).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
@@ -19,8 +22,17 @@ import { coldTargets } from '../helpers/cold-targets.js';
 import { recordFigure } from '../helpers/figures.js';
 import { closedLoop, type LoadResult } from '../helpers/load.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
-import { budgetMode, type Replica, replicaConfig, startReplica, unmetLimits, until } from '../helpers/replicas.js';
+import {
+  budgetMode,
+  type Replica,
+  type ReplicaEnv,
+  replicaConfig,
+  startReplica,
+  unmetLimits,
+  until,
+} from '../helpers/replicas.js';
 import { phaseOf, type SandboxProcess, startSandboxProcess } from '../helpers/sandbox-process.js';
+import { settledOperatorState } from '../helpers/shared-redis.js';
 import { startTcpGate, type TcpGate } from '../helpers/tcp-gate.js';
 
 const secret = 'upstream budget partition: thirty-two bytes at least';
@@ -39,6 +51,8 @@ let gate: TcpGate;
 let sandbox: SandboxProcess;
 let replicas: Replica[] = [];
 let token = '';
+/** The replicas' environment but Redis: what the start-up case starts its own with. */
+let suiteEnv: Omit<ReplicaEnv, 'REDIS_URL'> = { UPSTREAM_URL: '', JWT_SECRET: '' };
 
 const coldTarget = coldTargets(3_000_000);
 
@@ -48,13 +62,16 @@ function modesAre(targets: readonly Replica[], mode: string): () => Promise<bool
 
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A load on every replica until `stop()`. */
-function loadAll(): { readonly done: Promise<LoadResult>; stop(): void } {
+/** A load on every replica (the suite's, or `targets`) until `stop()`. */
+function loadAll(targets?: readonly Replica[]): { readonly done: Promise<LoadResult>; stop(): void } {
   let stopped = false;
   const done = closedLoop({
     connections: CLIENTS,
     durationMs: 120_000,
-    next: (i) => ({ base: replicas[i % replicas.length]?.url ?? '', path: coldTarget(), token }),
+    next: (i) => {
+      const on = targets ?? replicas;
+      return { base: on[i % on.length]?.url ?? '', path: coldTarget(), token };
+    },
     stopWhen: () => stopped,
   });
   return {
@@ -77,6 +94,7 @@ beforeAll(async () => {
     ].join('\n'),
   );
   const env = { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, CONFIG_FILE: config };
+  suiteEnv = env;
   replicas = await Promise.all([
     startReplica({ ...env, REDIS_URL: gate.redisUrl }),
     startReplica({ ...env, REDIS_URL: redis.url }),
@@ -156,5 +174,56 @@ describe('the upstream budget when Redis fails for one replica or for all', () =
     expect(whole.maxInFlight).toBeLessThanOrEqual(MAX_CONCURRENT);
     expect(whole.maxPerSlidingSecond).toBeLessThanOrEqual(MAX_PER_SECOND);
     expect(phaseOf(stats, backAt, Number.POSITIVE_INFINITY).arrivals).toBeGreaterThan(0);
+  });
+});
+
+describe('a replica cut off within seconds of its start', () => {
+  it('three started at once on a settled operator state, one cut off 0.5–3 s after it is ready: within the caps and its share', {
+    timeout: 60_000,
+  }, async () => {
+    const own = await startRedis();
+    const ownGate = await startTcpGate(own.port);
+    const started: Replica[] = [];
+    try {
+      await settledOperatorState(own);
+      started.push(
+        ...(await Promise.all([
+          startReplica({ ...suiteEnv, REDIS_URL: ownGate.redisUrl }),
+          startReplica({ ...suiteEnv, REDIS_URL: own.url }),
+          startReplica({ ...suiteEnv, REDIS_URL: own.url }),
+        ])),
+      );
+      const readyAt = Date.now();
+      const cutAfterMs = 500 + Math.floor(Math.random() * 2_500);
+      const [cutOff] = started;
+      if (cutOff === undefined) throw new Error('no replica');
+      await sandbox.reset();
+      await sandbox.setFaults({ latencyMs: 200 });
+      const load = loadAll(started);
+      await pause(Math.max(0, readyAt + cutAfterMs - Date.now()));
+      ownGate.cut();
+      await until(modesAre([cutOff], 'local'), 'the cut-off replica on its share', 15_000);
+      await pause(PHASE_MS);
+      load.stop();
+      const result = await load.done;
+      const whole = phaseOf(await sandbox.stats(), 0, Number.POSITIVE_INFINITY);
+      recordFigure('budget-partition', 'cut off soon after its start', {
+        cutAfterMs,
+        whole,
+        byStatus: result.byStatus,
+      });
+      expect(result.errors).toBe(0);
+      expect(whole.arrivals).toBeGreaterThan(0);
+      expect(whole.maxInFlight, `cut ${String(cutAfterMs)} ms after ready`).toBeLessThanOrEqual(
+        MAX_CONCURRENT + SHARE_CONCURRENT,
+      );
+      expect(whole.maxPerSlidingSecond, `cut ${String(cutAfterMs)} ms after ready`).toBeLessThanOrEqual(
+        MAX_PER_SECOND + SHARE_PER_SECOND,
+      );
+    } finally {
+      await Promise.all(started.map((r) => r.process.stop('SIGKILL')));
+      await ownGate.close();
+      await own.stop();
+    }
   });
 });

@@ -9,14 +9,21 @@
  * Redis drops out of the others' count, and should Redis then fail for everyone, shares of the
  * smaller count would add up to more than the limits while the cut-off one runs its own share too.
  * A fleet that shrank keeps the smaller shares a while longer, which only costs capacity.
+ *
+ * A count is given once it is settled: taken at least one interval after this replica's first
+ * stamp. Every replica stamps once an interval (and at once when its connection is ready), so a
+ * settled count holds every replica that had reached Redis when this one first stamped; an earlier
+ * one may lack replicas started beside it, and a share made of it would be too large
+ * (docs/limits.md#the-upstream-budget). Until then `current()` is `undefined`, and the shares are
+ * made of the configured `rateLimit.replicas`.
  */
 import { randomUUID } from 'node:crypto';
 import type { RedisClient } from './connection.js';
 
 export interface ReplicaCount {
   /**
-   * The most replicas counted over the memory (this one included); `undefined` until Redis has
-   * been asked once.
+   * The most replicas counted over the memory (this one included); `undefined` until the count is
+   * settled (one interval after this replica's first stamp).
    */
   current(): number | undefined;
   onChange(listener: (count: number) => void): void;
@@ -52,15 +59,20 @@ export function countReplicas(options: ReplicaCountOptions): ReplicaCount {
   /** Counts within the memory, oldest first. */
   const seen: Array<{ readonly at: number; readonly count: number }> = [];
   let count: number | undefined;
+  /** When this replica's first stamp was counted: its count is settled an interval later. */
+  let firstStampAt: number | undefined;
+  let settled = false;
 
   function remember(at: number, counted: number): void {
     seen.push({ at, count: counted });
     while (seen.length > 0 && (seen[0]?.at ?? at) <= at - memoryMs) seen.shift();
     const highest = seen.reduce((max, entry) => Math.max(max, entry.count), 0);
-    if (highest !== count) {
-      count = highest;
-      for (const listener of listeners) listener(highest);
-    }
+    firstStampAt ??= at;
+    const settledNow = settled || at - firstStampAt >= intervalMs;
+    if (highest === count && settledNow === settled) return;
+    count = highest;
+    settled = settledNow;
+    if (settled) for (const listener of listeners) listener(highest);
   }
 
   async function stamp(): Promise<void> {
@@ -74,14 +86,19 @@ export function countReplicas(options: ReplicaCountOptions): ReplicaCount {
     }
   }
 
+  // At once when connected, so that the replicas started beside this one count it within their
+  // first interval; then once an interval.
+  const onReady = (): void => void stamp();
+  client.on('ready', onReady);
   void stamp();
   const timer = setInterval(() => void stamp(), intervalMs);
   timer.unref();
   return {
-    current: () => count,
+    current: () => (settled ? count : undefined),
     onChange: (listener) => void listeners.push(listener),
     async close() {
       clearInterval(timer);
+      client.off('ready', onReady);
       if (client.status === 'ready') await client.zrem(key, id).catch((error: unknown) => options.onError?.(error));
     },
   };
