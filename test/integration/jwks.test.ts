@@ -272,8 +272,20 @@ describe('a remote JWKS while the endpoint is down', () => {
     await idp.upstreamJwks.stop();
   });
 
-  it('refreshes the set in the background', async () => {
+  it('refreshes the set in the background, and verifies with the set it fetched', async () => {
+    const published = await newSigner('key-published-between-refreshes');
+    idp.publish(published);
+    // Refreshes run one after another: the second's arrival means the first, which served the
+    // new key, has been taken in.
     await idp.proxyJwks.nextRequests(2);
+    // With the endpoint failing, no fetch made for the unknown kid could bring it: only the
+    // background refresh can have.
+    idp.proxyJwks.failing = true;
+    try {
+      await expectAccepted(stack, await signWith(published));
+    } finally {
+      idp.proxyJwks.failing = false;
+    }
   });
 
   it('keeps verifying known kids while every refresh fails (503), and refuses unknown kids', async () => {

@@ -373,13 +373,26 @@ describe.each(['memory', 'redis'] as const)('revalidation through the proxy, on 
   });
 
   it('keeps no token or signature in a key or an entry', async () => {
-    if (admin === undefined) return;
+    const save = vi.spyOn(proxy.app.store, 'save');
+    const freshen = vi.spyOn(proxy.app.store, 'freshen');
     const target = `${P}/receipts?per_page=6`;
     await getWithToken(proxy.url, target, bearer);
     clock += PAST_SWR;
     await getWithToken(proxy.url, target, bearer);
     const signature = bearer.split('.')[2] ?? '';
     expect(signature.length).toBeGreaterThan(20);
+    // What the app gave its store, on either store: the fill's save and the revalidation's write.
+    const written = [...save.mock.calls, ...freshen.mock.calls];
+    expect(written.length).toBeGreaterThanOrEqual(2);
+    for (const [address, ...entries] of written) {
+      expect(address.key).not.toContain(signature);
+      const text = entries.map(entryText).join(' ');
+      expect(text).toContain('next_after_id'); // the entry's own text is searched, its body included
+      expect(text).not.toContain(signature);
+      expect(text).not.toContain(bearer.slice(0, 30));
+    }
+    if (admin === undefined) return;
+    // And what Redis holds, whatever the app says it wrote.
     for (const key of await admin.keys('*')) {
       expect(key).not.toContain(signature);
       const type = await admin.type(key);
@@ -390,3 +403,12 @@ describe.each(['memory', 'redis'] as const)('revalidation through the proxy, on 
     }
   });
 });
+
+/** An entry as text, its buffers (the identity body among them) as latin1, to search. */
+function entryText(entry: unknown): string {
+  return JSON.stringify(entry, (_key, value: unknown) =>
+    typeof value === 'object' && value !== null && 'type' in value && 'data' in value && value.type === 'Buffer'
+      ? Buffer.from(value.data as number[]).toString('latin1')
+      : value,
+  );
+}
