@@ -27,3 +27,6 @@ export interface RuntimeFacts {
 
 /** The message for a Node.js outside the range, or undefined when it is inside. */
 export declare function runtimeProblem(facts: RuntimeFacts): string | undefined;
+
+/** Whether the module at `moduleUrl` (its `import.meta.url`) is the program Node runs. */
+export declare function isProgram(moduleUrl: string): boolean;

@@ -169,18 +169,20 @@ function main(args) {
 }
 
 /**
- * Whether this module is the program Node runs (`node scripts/check-node.mjs`), not a module the
- * tests import: Node gives the main module's URL with symbolic links resolved.
+ * Whether the module at `moduleUrl` is the program Node runs (`node scripts/check-node.mjs`), not
+ * a module the tests (or another script) import: Node gives the main module's path with symbolic
+ * links resolved.
+ * @param {string} moduleUrl  the module's `import.meta.url`
  * @returns {boolean}
  */
-function isProgram() {
+export function isProgram(moduleUrl) {
   const entry = process.argv[1];
   if (entry === undefined) return false;
   try {
-    return realpathSync(entry) === fileURLToPath(import.meta.url);
+    return realpathSync(entry) === fileURLToPath(moduleUrl);
   } catch {
     return false; // `node -e`, or a path that is not a file: not this module
   }
 }
 
-if (isProgram()) process.exitCode = main(process.argv.slice(2));
+if (isProgram(import.meta.url)) process.exitCode = main(process.argv.slice(2));

@@ -15,10 +15,10 @@
  * --packages  print the missing tools' Debian packages on one line (nothing when none) and exit 0:
  *             what `.ci/run` installs, so that the list of tools has one definition
  */
-import { accessSync, constants, realpathSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import process from 'node:process';
-import { fileURLToPath } from 'node:url';
+import { isProgram } from './check-node.mjs';
 
 /** Exit code of a command stopped by a check, as check-node.mjs's. */
 export const TOOLS_EXIT_CODE = 2;
@@ -116,18 +116,4 @@ function main(args) {
   return TOOLS_EXIT_CODE;
 }
 
-/**
- * Whether this module is the program Node runs, not a module the tests import.
- * @returns {boolean}
- */
-function isProgram() {
-  const entry = process.argv[1];
-  if (entry === undefined) return false;
-  try {
-    return realpathSync(entry) === fileURLToPath(import.meta.url);
-  } catch {
-    return false;
-  }
-}
-
-if (isProgram()) process.exitCode = main(process.argv.slice(2));
+if (isProgram(import.meta.url)) process.exitCode = main(process.argv.slice(2));

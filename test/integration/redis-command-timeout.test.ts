@@ -50,6 +50,15 @@ function holdUp(ms: number): void {
   }
 }
 
+/** A read whose reply arrives while the event loop is held up past the timeout: its outcome. */
+async function readWhileHeldUp(client: RedisClient): Promise<unknown> {
+  await client.set('held-up', 'answered');
+  const reply = client.get('held-up');
+  await written();
+  holdUp(HELD_UP_MS);
+  return outcome(reply);
+}
+
 async function outcome(pending: Promise<unknown>): Promise<unknown> {
   try {
     return await pending;
@@ -60,23 +69,14 @@ async function outcome(pending: Promise<unknown>): Promise<unknown> {
 
 describe('a command timeout a held-up event loop cannot fake', () => {
   it('reads a reply that arrived while the event loop was held up past the timeout', async () => {
-    const client = await armedClient();
-    await client.set('held-up', 'answered');
-    const reply = client.get('held-up');
-    await written();
-    holdUp(HELD_UP_MS);
-    expect(await outcome(reply)).toBe('answered');
+    expect(await readWhileHeldUp(await armedClient())).toBe('answered');
   });
 
   it("where ioredis's own commandTimeout, in the same sequence, fails a command Redis answered", async () => {
     const client = new Redis(redis.url, { commandTimeout: TIMEOUT_MS, lazyConnect: true });
     clients.push(client);
     await client.connect();
-    await client.set('held-up', 'answered');
-    const reply = client.get('held-up');
-    await written();
-    holdUp(HELD_UP_MS);
-    expect(await outcome(reply)).toBe('timed out');
+    expect(await readWhileHeldUp(client)).toBe('timed out');
   });
 
   it('fails a command Redis does not answer, and a pipeline’s commands too', async () => {
@@ -125,11 +125,7 @@ describe('a command timeout a held-up event loop cannot fake', () => {
     await new Promise<void>((resolve) => client.once('ready', () => resolve()));
     expect(Command.prototype.setTimeout).toBe(before);
     expect(Object.hasOwn(client, 'sendCommand')).toBe(true); // the client's own door, armed
-    await client.set('held-up', 'answered');
-    const reply = client.get('held-up');
-    await written();
-    holdUp(HELD_UP_MS);
-    expect(await outcome(reply)).toBe('answered');
+    expect(await readWhileHeldUp(client)).toBe('answered');
     redis.pause();
     try {
       expect(await outcome(client.get('held-up'))).toBe('timed out');

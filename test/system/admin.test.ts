@@ -1,6 +1,8 @@
 /**
  * The operator API (docs/operations.md#the-operator-api): admin authentication, validated bodies, and run-time TTL
- * overrides, purges, revocations and blocks that take effect on every replica within a second,
+ * overrides, purges, revocations and blocks that take effect on every replica by their
+ * announcements (the replicas' next poll of the operator state is a minute away, so nothing else
+ * could bring them in time; how long it takes is the figures' business, not an assertion's),
  * pages already cached included; a replica started later sees them. Two proxy apps in one
  * process (with an injected clock) and two proxy processes (`node dist/main.js`), each pair on
  * one real Redis; and what a change does while Redis is down.
@@ -50,6 +52,11 @@ function admin(
 function cacheStatus(res: RawResponse): string {
   return res.headers['cache-status'] ?? '';
 }
+
+/** The replicas' poll of the operator state (`control.syncInterval`, s): longer than any wait here. */
+const POLL_SECONDS = 60;
+/** How long a test waits for an announced change to show on another replica. */
+const ANNOUNCED_WAIT_MS = 10_000;
 
 describe('admin authentication and validation', () => {
   let sandbox: Sandbox;
@@ -309,7 +316,12 @@ describe('run-time settings on every replica (Redis)', () => {
         redisUrl: redis.url,
         adminToken: ADMIN,
         now: () => clock,
-        config: { cache: { defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 } } },
+        // The next poll of the operator state a minute away: a change reaches the other replica
+        // by its announcement, or not within the test (docs/operations.md, "How it is shared").
+        config: {
+          cache: { defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 } },
+          control: { syncInterval: POLL_SECONDS },
+        },
       });
     one = await replica();
     two = await replica();
@@ -322,20 +334,18 @@ describe('run-time settings on every replica (Redis)', () => {
     await redis.stop();
   });
 
-  it('a TTL override made on replica 1 applies on replica 2 within a second, to pages it already holds', async () => {
+  it('a TTL override made on replica 1 applies on replica 2 by its announcement, to pages it already holds', async () => {
     const target = `${P}/warehouses?per_page=4`;
     await getWithToken(two.url, target, bearer);
     expect(cacheStatus(await getWithToken(two.url, target, bearer))).toMatch(/^slab-proxy; hit; ttl=300/);
     clock += 10_000;
-    const started = Date.now();
     expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/warehouses', { ttl: 5 })).status).toBe(200);
     // Stale under the new TTL: forwarded to be revalidated (docs/cache.md#revalidation).
     await until(
       async () => /fwd=stale; fwd-status=304; stored/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
       'replica 2 to apply the override',
-      1_000,
+      ANNOUNCED_WAIT_MS,
     );
-    expect(Date.now() - started).toBeLessThan(1_000);
     // A replica that starts later reads the overrides at start.
     const late = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN });
     try {
@@ -355,11 +365,11 @@ describe('run-time settings on every replica (Redis)', () => {
         return config.cache.effective.warehouses?.ttl === 300;
       },
       'replica 2 to drop the override',
-      1_000,
+      ANNOUNCED_WAIT_MS,
     );
   });
 
-  it('a revocation made on replica 1 refuses the token on replica 2 within a second, on a page it holds', async () => {
+  it('a revocation made on replica 1 refuses the token on replica 2 by its announcement, on a page it holds', async () => {
     const target = `${P}/quote-links?per_page=3`;
     const byJti = await token({ subject: 'revoke-me', tokenId: 'jti-revoke-me' });
     const bySub = await token({ subject: 'revoke-sub' });
@@ -367,17 +377,15 @@ describe('run-time settings on every replica (Redis)', () => {
       await getWithToken(two.url, target, t);
       expect(cacheStatus(await getWithToken(two.url, target, t))).toMatch(/^slab-proxy; hit/);
     }
-    const started = Date.now();
     expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'jti-revoke-me' })).status).toBe(201);
     expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { sub: 'revoke-sub' })).status).toBe(201);
     for (const t of [byJti, bySub]) {
       await until(
         async () => (await getWithToken(two.url, target, t)).status === 401,
         'replica 2 to refuse the revoked token',
-        1_000,
+        ANNOUNCED_WAIT_MS,
       );
     }
-    expect(Date.now() - started).toBeLessThan(1_000);
     expect((await getWithToken(two.url, target, bearer)).status).toBe(200); // others are untouched
     // A replica that starts later knows the revocations.
     const late = await startProxy({ upstreamUrl: sandbox.url, redisUrl: redis.url, adminToken: ADMIN });
@@ -401,7 +409,7 @@ describe('run-time settings on every replica (Redis)', () => {
     expect(listed.items.map((r) => r.id)).not.toContain('lapsed-jti');
   });
 
-  it('company and employee blocks made on replica 1 answer 403 on replica 2 within a second, and lift', async () => {
+  it('company and employee blocks made on replica 1 answer 403 on replica 2 by their announcements, and lift', async () => {
     const target = `${P}/fulfilments?per_page=3`;
     const companyThree = await token({ company: 3 });
     const employee = await token({ employee: 9, employeePermissions: ['view_slab', 'view_slab_fulfilment'] });
@@ -412,7 +420,7 @@ describe('run-time settings on every replica (Redis)', () => {
     await until(
       async () => (await getWithToken(two.url, target, companyThree)).status === 403,
       'the company block on replica 2',
-      1_000,
+      ANNOUNCED_WAIT_MS,
     );
     expect((await getWithToken(two.url, target, companyThree)).json()).toMatchObject({
       code: 'forbidden',
@@ -421,7 +429,7 @@ describe('run-time settings on every replica (Redis)', () => {
     await until(
       async () => (await getWithToken(two.url, target, employee)).status === 403,
       'the employee block on replica 2',
-      1_000,
+      ANNOUNCED_WAIT_MS,
     );
     expect((await getWithToken(two.url, target, employee)).json()).toMatchObject({
       code: 'forbidden',
@@ -433,12 +441,12 @@ describe('run-time settings on every replica (Redis)', () => {
     await until(
       async () => (await getWithToken(two.url, target, companyThree)).status === 200,
       'the company block to lift',
-      1_000,
+      ANNOUNCED_WAIT_MS,
     );
     await until(
       async () => (await getWithToken(two.url, target, employee)).status === 200,
       'the employee block to lift',
-      1_000,
+      ANNOUNCED_WAIT_MS,
     );
   });
 
@@ -461,13 +469,11 @@ describe('run-time settings on every replica (Redis)', () => {
     const purged = await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'remnants' });
     expect(purged.status).toBe(200);
     expect(purged.json()).toMatchObject({ company_id: '1', resource: 'remnants', purged: true });
-    const started = Date.now();
     await until(
       async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
       'replica 2 to miss after the purge',
-      1_000,
+      ANNOUNCED_WAIT_MS,
     );
-    expect(Date.now() - started).toBeLessThan(1_000);
     // Another company's pages were not purged.
     const other = await token({ company: 2 });
     await getWithToken(two.url, target, other);
@@ -556,7 +562,8 @@ describe('two proxy processes sharing Redis', () => {
   let sandbox: Sandbox;
   let replicas: Replica[] = [];
   let env: Omit<ReplicaEnv, 'CONFIG_FILE'>;
-  const config = 'cache:\n  defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 }\n';
+  // The next poll a minute away, as above: a change on replica 2 is its announcement's doing.
+  const config = `cache:\n  defaults: { ttl: 30, staleWhileRevalidate: 0, staleIfError: 600, notFoundTtl: 10 }\ncontrol: { syncInterval: ${String(POLL_SECONDS)} }\n`;
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -585,21 +592,19 @@ describe('two proxy processes sharing Redis', () => {
     expect(cacheStatus(await getWithToken(replica.url, target, bearer))).toMatch(/^slab-proxy; hit/);
   }
 
-  /** Waits at most a second for replica 2 to show the change, and says how long it took. */
-  async function withinASecond(condition: () => Promise<boolean>, what: string): Promise<void> {
-    const started = Date.now();
-    await until(condition, what, 1_000);
-    expect(Date.now() - started).toBeLessThan(1_000);
+  /** Replica 2 shows the change: its announcement's doing, the next poll being a minute away. */
+  async function announced(condition: () => Promise<boolean>, what: string): Promise<void> {
+    await until(condition, what, ANNOUNCED_WAIT_MS);
   }
 
-  it('a TTL override made through replica 1 applies on replica 2 within a second, to a page it holds; a replica started later has it', async () => {
+  it('a TTL override made through replica 1 applies on replica 2 by its announcement, to a page it holds; a replica started later has it', async () => {
     const [one, two] = replicas as [Replica, Replica];
     const bearer = await reader();
     const target = `${P}/receipts?per_page=11`;
     await held(two, target, bearer);
     expect((await admin(one.adminUrl, 'PUT', '/admin/cache/ttl/receipts', { ttl: 600 })).status).toBe(200);
     // Still a hit (the same cached page), now fresh for the new ttl.
-    await withinASecond(
+    await announced(
       async () => /^slab-proxy; hit; ttl=59\d$/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
       'replica 2 to apply the override',
     );
@@ -614,13 +619,13 @@ describe('two proxy processes sharing Redis', () => {
       await late.process.stop('SIGKILL');
     }
     expect((await admin(one.adminUrl, 'DELETE', '/admin/cache/ttl/receipts')).status).toBe(204);
-    await withinASecond(
+    await announced(
       async () => /^slab-proxy; hit; ttl=(2\d|30)$/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
       'replica 2 to drop the override',
     );
   });
 
-  it('a purge made through replica 1 makes the next request on replica 2 a miss within a second, its in-process copy included', async () => {
+  it('a purge made through replica 1 makes the next request on replica 2 a miss once announced, its in-process copy included', async () => {
     const [one, two] = replicas as [Replica, Replica];
     const bearer = await reader();
     const target = `${P}/remnants?per_page=12`;
@@ -628,20 +633,20 @@ describe('two proxy processes sharing Redis', () => {
     expect(
       (await admin(one.adminUrl, 'POST', '/admin/cache/purge', { company_id: 1, resource: 'remnants' })).status,
     ).toBe(200);
-    await withinASecond(
+    await announced(
       async () => /fwd=miss/.test(cacheStatus(await getWithToken(two.url, target, bearer))),
       'replica 2 to miss after the purge',
     );
   });
 
-  it('a revocation made through replica 1 refuses the token on replica 2 within a second, on a page it holds', async () => {
+  it('a revocation made through replica 1 refuses the token on replica 2 by its announcement, on a page it holds', async () => {
     const [one, two] = replicas as [Replica, Replica];
     const revoked = await reader({ subject: 'processes-revoked', tokenId: 'processes-jti' });
     const other = await reader({ subject: 'processes-other' });
     const target = `${P}/stocktakes?per_page=13`;
     await held(two, target, revoked);
     expect((await admin(one.adminUrl, 'POST', '/admin/revocations', { jti: 'processes-jti' })).status).toBe(201);
-    await withinASecond(
+    await announced(
       async () => (await getWithToken(two.url, target, revoked)).status === 401,
       'replica 2 to refuse the revoked token',
     );
@@ -649,13 +654,13 @@ describe('two proxy processes sharing Redis', () => {
     expect((await getWithToken(two.url, target, other)).status).toBe(200);
   });
 
-  it('a company block made through replica 1 answers 403 company on replica 2 within a second, on a page it holds, and lifts', async () => {
+  it('a company block made through replica 1 answers 403 company on replica 2 by its announcement, on a page it holds, and lifts', async () => {
     const [one, two] = replicas as [Replica, Replica];
     const blocked = await reader({ company: 6 });
     const target = `${P}/fulfilments?per_page=14`;
     await held(two, target, blocked);
     expect((await admin(one.adminUrl, 'PUT', '/admin/blocks/companies/6')).status).toBe(200);
-    await withinASecond(
+    await announced(
       async () => (await getWithToken(two.url, target, blocked)).status === 403,
       'replica 2 to block the company',
     );
@@ -664,7 +669,7 @@ describe('two proxy processes sharing Redis', () => {
       reason: 'company',
     });
     expect((await admin(one.adminUrl, 'DELETE', '/admin/blocks/companies/6')).status).toBe(204);
-    await withinASecond(
+    await announced(
       async () => (await getWithToken(two.url, target, blocked)).status === 200,
       'replica 2 to lift the block',
     );
