@@ -9,7 +9,7 @@
  */
 import { Command, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { armCommandTimeouts, isCommandTimeout } from '../../src/platform/redis/command-timeout.js';
+import { CommandTimeouts, isCommandTimeout } from '../../src/platform/redis/command-timeout.js';
 import { createRedisClient, type RedisClient } from '../../src/platform/redis/connection.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
 
@@ -32,7 +32,7 @@ afterAll(async () => {
 async function armedClient(timeoutMs = TIMEOUT_MS): Promise<Redis> {
   const client = new Redis(redis.url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, lazyConnect: true });
   clients.push(client);
-  armCommandTimeouts(client, timeoutMs);
+  new CommandTimeouts(timeoutMs).arm(client);
   await client.connect();
   return client;
 }
@@ -103,7 +103,7 @@ describe('a command timeout a held-up event loop cannot fake', () => {
     try {
       const sent: Command[] = [];
       const sender = { sendCommand: (command: Command): void => void sent.push(command) };
-      armCommandTimeouts(sender, TIMEOUT_MS);
+      new CommandTimeouts(TIMEOUT_MS).arm(sender);
       const command = new Command('get', ['k']);
       sender.sendCommand(command);
       // Sent again, as a cluster sends a redirected command: still one timer.

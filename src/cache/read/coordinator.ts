@@ -93,7 +93,7 @@ class HeldLeases {
 
 /**
  * The announcements of this process's own releases not heard back yet: a fill's own announcement
- * wakes waiters as any does, but tells the fill listeners nothing new (the fill's entry is held
+ * wakes waiters like every other, but tells the fill listeners nothing new (the fill's entry is held
  * here already). Bounded: an announcement lost on the way leaves its key behind, cleared with the
  * rest past `MAX_OWN`, at the cost of one listener told of an own fill.
  */

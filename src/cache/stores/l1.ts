@@ -129,7 +129,7 @@ export class L1Cache {
   /**
    * When a copy's L1 lifetime runs out while the channel has no verdict: a copy it vouched for (set
    * since its last gap) counts as confirmed when the verdict was lost, so that the copies of hot
-   * pages do not all lapse at once and wait for Redis; it is confirmed before then as any copy is.
+   * pages do not all lapse at once and wait for Redis; it is confirmed before then like every other copy.
    */
   #expiry(held: HeldCopy): number {
     return held.setNumber >= this.#vouchedFrom ? Math.max(held.expiresAt, this.#vouchedUntil) : held.expiresAt;

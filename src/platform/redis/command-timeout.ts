@@ -27,7 +27,7 @@ export function isCommandTimeout(error: unknown): boolean {
 
 /** What this module needs of a client: the door every command goes through. */
 interface CommandSender {
-  sendCommand(command: Command, ...rest: never[]): unknown;
+  sendCommand(command: Command, ...rest: unknown[]): unknown;
 }
 
 /**
@@ -46,7 +46,7 @@ export class CommandTimeouts {
 
   /** Every command `client` sends from now on fails with `Command timed out` past the timeout. */
   arm(client: CommandSender): void {
-    const send = client.sendCommand.bind(client) as (command: Command, ...rest: unknown[]) => unknown;
+    const send = client.sendCommand.bind(client);
     const sendArmed = (command: Command, ...rest: unknown[]): unknown => {
       if (!this.#armed.has(command)) {
         this.#armed.add(command);
@@ -56,11 +56,6 @@ export class CommandTimeouts {
     };
     Object.defineProperty(client, 'sendCommand', { value: sendArmed, writable: true, configurable: true });
   }
-}
-
-/** `client`'s commands time out after `timeoutMs` (a client of its own: see `CommandTimeouts`). */
-export function armCommandTimeouts(client: CommandSender, timeoutMs: number): void {
-  new CommandTimeouts(timeoutMs).arm(client);
 }
 
 function armTimeout(command: Command, timeoutMs: number): void {
