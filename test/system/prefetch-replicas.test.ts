@@ -19,8 +19,17 @@ import { REDIS_TOPOLOGIES, type SharedRedis, settledOperatorState, startSharedRe
 
 const secret = 'prefetch across replicas: a secret of thirty-two bytes';
 
-/** Follows the collection to its end, each request to the next of `bases` in turn; the ids read, in order. */
-async function walk(bases: string | readonly string[], bearer: string, perPage: number): Promise<number[]> {
+/**
+ * Follows the collection to its end, each request to the next of `bases` in turn; the ids read, in
+ * order. `beforeNext`, if given, is awaited before each request that follows a cursor, with the
+ * turn and the cursor.
+ */
+async function walk(
+  bases: string | readonly string[],
+  bearer: string,
+  perPage: number,
+  beforeNext?: (turn: number, after: number) => Promise<void>,
+): Promise<number[]> {
   const ids: number[] = [];
   let after: number | undefined;
   for (let turn = 0; ; turn++) {
@@ -37,6 +46,7 @@ async function walk(bases: string | readonly string[], bearer: string, perPage: 
     after = page.meta.next_after_id;
     // The walker's own work on a page: the replicas fetch ahead meanwhile.
     await new Promise((resolve) => setTimeout(resolve, 15));
+    if (after !== undefined) await beforeNext?.(turn + 1, after);
   }
 }
 
@@ -98,10 +108,20 @@ describe.each(REDIS_TOPOLOGIES)('prefetch across two replicas (%s Redis)', (topo
     const bearer = await mintDevToken({ company: 2, secret });
     const before = await Promise.all(replicas.map(prefetches));
     sandbox.faults.set({ latencyMs: 25 });
+    // Every page after the second is fetched ahead (a first step along a cursor walks one page
+    // ahead). The walker asks for it once its fetch has reached the upstream, so under its lease:
+    // asked sooner, on the other replica, the walker's own fill could win the lease, and which
+    // replica takes what would depend on the host's speed.
+    const fetchedAhead = (after: number): boolean => {
+      const cursor = new RegExp(`[?&]after_id=${String(after)}(?:&|$)`);
+      return Object.keys(sandbox.stats().byTarget).some((t) => cursor.test(t) && /[?&]per_page=15(?:&|$)/.test(t));
+    };
     const ids = await walk(
       replicas.map((r) => r.url),
       bearer,
       15,
+      (turn, after) =>
+        turn >= 2 ? until(() => fetchedAhead(after), `page after ${String(after)} fetched ahead`) : Promise.resolve(),
     );
     sandbox.faults.set({});
     expect(ids.length).toBeGreaterThan(45);
