@@ -3,11 +3,14 @@
  * replicas, `maxConcurrent` 5 and `maxPerSecond` 20 for all of them, 30 clients
  * on cold keys, an upstream that takes 200 ms, and `kill -9` of that master mid-load.
  *
- * What the design promises (docs/architecture.md#the-upstream-budget), counted at the upstream
- * (the sandbox, in its own process): never more than 5 in flight and never more than 20 starts in
- * any second, before, through and after the failover; the replicas start nothing while they are cut
- * off, the promoted master's ledger begins a new epoch in which they register what they hold, and
- * they share it again: every replica back on the shared ledger, the upstream serving again.
+ * What the design promises (docs/limits.md#the-upstream-budget), counted at the upstream (the
+ * sandbox, in its own process), with `upstream.budgetCutOff: wait`: never more than 5 in flight and
+ * never more than 20 starts in any second, before, through and after the failover; the replicas
+ * start nothing while they are cut off, the promoted master's ledger begins a new epoch in which
+ * they register what they hold, and they share it again: every replica back on the shared ledger,
+ * the upstream serving again. (A failover that cuts the replicas off is Redis down for everyone
+ * while it lasts: with the default, `share`, each takes its share at once, beside slots the others
+ * still hold, and the table's bound for that case is the one that holds.)
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/cli/dev-credentials.js';
@@ -43,7 +46,7 @@ beforeAll(async () => {
     3,
     { UPSTREAM_URL: sandbox.url, JWT_SECRET: secret, ...redis.env },
     [
-      `upstream: { maxConcurrent: ${String(MAX_CONCURRENT)}, maxPerSecond: ${String(MAX_PER_SECOND)}, maxQueueWait: 2, timeout: ${String(TIMEOUT_SECONDS)} }`,
+      `upstream: { maxConcurrent: ${String(MAX_CONCURRENT)}, maxPerSecond: ${String(MAX_PER_SECOND)}, maxQueueWait: 2, timeout: ${String(TIMEOUT_SECONDS)}, budgetCutOff: wait }`,
       unmetLimits(3),
     ].join('\n'),
   );
