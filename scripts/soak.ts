@@ -1,13 +1,15 @@
 /**
- * `npm run test:soak`: the system suites again and again, optionally beside a process that keeps
- * one core busy, and a table of runs and failures per test (a suite that fails one run in
- * four cannot tell a regression from a busy host, and only repetition shows which test it is).
+ * `npm run test:soak`: the system suites (or the files named, of any project) again and again,
+ * optionally beside a process that keeps one core busy, and a table of runs and failures per test
+ * (a suite that fails one run in four cannot tell a regression from a busy host, and only
+ * repetition shows which test it is).
  *
  *   npm run test:soak -- [--runs N] [--busy] [--files a,b,…]
  *
  * --runs N    how many runs in a row (default 10)
  * --busy      a process spinning on one core for the whole soak
- * --files     only the system test files whose path contains one of these (default: all of them)
+ * --files     only the test files whose path contains one of these, system or in-process
+ *             (default: every system suite)
  *
  * Exits 1 if any test failed in any run.
  */
@@ -61,8 +63,8 @@ function runSuites(files: readonly string[], outputFile: string): Promise<number
       [
         'node_modules/vitest/vitest.mjs',
         'run',
-        '--project',
-        'system',
+        // Named files run in their own project; without any, the system suites.
+        ...(files.length === 0 ? ['--project', 'system'] : []),
         '--reporter=dot',
         '--reporter=json',
         `--outputFile.json=${outputFile}`,

@@ -18,6 +18,7 @@ import { type ProxyHandle, startProxy, startSandbox } from '../helpers/env.js';
 import { getWithToken, send } from '../helpers/http.js';
 import { parseExposition } from '../helpers/prometheus.js';
 import { type RedisServer, startRedis } from '../helpers/redis.js';
+import { until } from '../helpers/replicas.js';
 import { settledOperatorState } from '../helpers/shared-redis.js';
 import { token } from '../helpers/tokens.js';
 
@@ -147,6 +148,12 @@ describe("beside another company's crawl, the L1 in front of Redis", () => {
       adminToken: 'noisy-neighbour-admin-token-of-some-length',
       config: { cache: { ...LONG_LIVED, l1: { maxBytes: TIER_BYTES, ttl: 60 } } },
     });
+    // Measured once the change channel vouches for the L1: its first verdict distrusts every copy
+    // set before it (docs/cache.md#the-l1), which would count as misses of B's, not the crawl's.
+    await until(async () => {
+      const metrics = parseExposition((await send(proxy.adminUrl ?? '', '/metrics')).text);
+      return metrics.value('slab_proxy_l1_channel_told', {}) === 1;
+    }, 'the change channel told');
   });
   afterAll(() => proxy.close());
 

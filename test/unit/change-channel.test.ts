@@ -47,6 +47,7 @@ async function started(
     read: sequence.read,
     listener: heard,
     intervalMs: 3_600_000,
+    retryMs: 3_600_000,
     onGap: (g) => gaps.push(g),
   });
   channels.push(channel);
@@ -130,10 +131,43 @@ describe('the change channel', () => {
     expect(gaps).toEqual([]);
   });
 
+  it('without a verdict, sends the next heartbeat after its retry, not a whole interval on', async () => {
+    const sequence = new FakeSequence();
+    sequence.failing = true;
+    let reads = 0;
+    let answered: () => void = () => undefined;
+    const told = new Promise<void>((resolve) => {
+      answered = resolve;
+    });
+    const channel = new ChangeChannel({
+      read: () => {
+        reads += 1;
+        // Redis answers from the third heartbeat on.
+        if (reads === 3) sequence.failing = false;
+        return sequence.read();
+      },
+      listener: new Recorder(),
+      intervalMs: 3_600_000,
+      retryMs: 5,
+      onTold: (yes) => {
+        if (yes) answered();
+      },
+    });
+    channels.push(channel);
+    await told;
+    expect(reads).toBe(3);
+    expect(channel.told).toBe(true);
+  });
+
   it('numbers heard before the first heartbeat answered count toward it', async () => {
     const heard = new Recorder();
     const sequence = new FakeSequence();
-    const channel = new ChangeChannel({ read: sequence.read, listener: heard, intervalMs: 3_600_000 });
+    const channel = new ChangeChannel({
+      read: sequence.read,
+      listener: heard,
+      intervalMs: 3_600_000,
+      retryMs: 3_600_000,
+    });
     channels.push(channel);
     channel.heard(7);
     sequence.last = 6;

@@ -16,12 +16,17 @@
  *
  * A heartbeat that fails leaves the L1 without a verdict: its copies serve for their L1 lifetime
  * and are confirmed before it runs out, as if no channel existed, until a heartbeat answers again.
- * So a change whose announcement is lost is noticed within two heartbeats, and `intervalMs` is a
- * quarter of `cache.l1.ttl`: no copy serves past a change longer than it would if each were
- * confirmed every L1 lifetime.
+ * While there is no verdict (the first heartbeat, sent before Redis may be reachable, or one that
+ * failed) the next is sent after `retryMs`, not a whole interval later: a replica started with a
+ * long L1 lifetime is vouched for as soon as Redis answers. So a change whose announcement is lost
+ * is noticed within two heartbeats, and `intervalMs` is a quarter of `cache.l1.ttl`: no copy serves
+ * past a change longer than it would if each were confirmed every L1 lifetime.
  */
 
 import type { ChannelGapLabel } from '../../observability/metrics.js';
+
+/** The time before the next heartbeat while there is no verdict, unless told otherwise, ms. */
+const DEFAULT_RETRY_MS = 250;
 
 /** Why the channel cannot vouch for what was set before now (the list above). */
 export type ChannelGap = ChannelGapLabel;
@@ -45,6 +50,8 @@ export interface ChangeChannelOptions {
   readonly read: () => Promise<SequenceReading>;
   readonly listener: ChannelListener;
   readonly intervalMs: number;
+  /** The time before the next heartbeat while there is no verdict; the interval's if shorter. */
+  readonly retryMs?: number | undefined;
   /** Told of each gap, for the metrics and logs. */
   readonly onGap?: ((gap: ChannelGap) => void) | undefined;
   /** Told of each change of verdict. */
@@ -63,14 +70,15 @@ export class ChangeChannel {
   #pending: number | undefined;
   #told = false;
   #beating = false;
-  readonly #timer: NodeJS.Timeout;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(options: ChangeChannelOptions) {
     if (!(options.intervalMs > 0)) throw new TypeError('the change channel heartbeat must be positive');
+    if (options.retryMs !== undefined && !(options.retryMs > 0))
+      throw new TypeError('the change channel retry must be positive');
     this.#options = options;
-    this.#timer = setInterval(() => void this.beat(), options.intervalMs);
-    this.#timer.unref();
-    void this.beat();
+    void this.#tick();
   }
 
   /** Whether the channel vouches for the L1 now. */
@@ -104,7 +112,17 @@ export class ChangeChannel {
   }
 
   close(): void {
-    clearInterval(this.#timer);
+    this.#closed = true;
+    clearTimeout(this.#timer);
+  }
+
+  /** A heartbeat, then the next one: an interval on while told, `retryMs` on while not. */
+  async #tick(): Promise<void> {
+    await this.beat();
+    if (this.#closed) return;
+    const { intervalMs, retryMs = DEFAULT_RETRY_MS } = this.#options;
+    this.#timer = setTimeout(() => void this.#tick(), this.#told ? intervalMs : Math.min(intervalMs, retryMs));
+    this.#timer.unref();
   }
 
   #judge({ last, keeper }: SequenceReading): void {
