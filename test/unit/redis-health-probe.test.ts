@@ -162,13 +162,15 @@ describe.each(['single', 'cluster'] as const)('the node breaker on %s Redis, aft
   it('keeps a node that stays silent skipped, asking it again after each PING that times out', async () => {
     const { redis, health, timeOut } = await setup(topology);
     const pingsBefore = redis.received.get('ping') ?? 0;
+    const probes = (): number => (redis.received.get('ping') ?? 0) - pingsBefore;
+    const timedOutAt = performance.now();
     await timeOut('{1:a}:page');
-    await sleep(TIMEOUT_MS * 6);
+    // Asked again after a PING that timed out: a third PING came.
+    await until(() => probes() >= 3);
     expect(health.usable('{1:a}:page')).toBe(false);
-    const probes = (redis.received.get('ping') ?? 0) - pingsBefore;
-    // One at a time, one per command timeout: a handful, never a flood.
-    expect(probes).toBeGreaterThanOrEqual(2);
-    expect(probes).toBeLessThanOrEqual(8);
+    // One at a time, each after the last timed out: never more than one per command timeout since
+    // the first (a slow host sends fewer, never more).
+    expect(probes()).toBeLessThanOrEqual(1 + Math.floor((performance.now() - timedOutAt) / TIMEOUT_MS));
     redis.release();
     await until(() => health.usable('{1:a}:page'), 1_000);
   });
@@ -181,8 +183,13 @@ describe.each(['single', 'cluster'] as const)('the node breaker on %s Redis, aft
       () => undefined,
       (e: unknown) => e,
     );
+    const skippedAt = performance.now();
+    const pingsBefore = redis.received.get('ping') ?? 0;
     health.failed('{1:a}:page', error);
-    await sleep(TIMEOUT_MS * 8); // four skips' worth
+    // Two skips' worth on, PINGs sent after the first skip ended still unanswered.
+    await until(
+      () => performance.now() - skippedAt > TIMEOUT_MS * 4 && (redis.received.get('ping') ?? 0) - pingsBefore >= 4,
+    );
     expect(health.usable('{1:a}:page')).toBe(false);
     redis.release();
     await until(() => health.usable('{1:a}:page'), 1_000);
