@@ -38,6 +38,7 @@ import {
   UPSTREAM_REFUSALS,
   UPSTREAM_REQUESTS,
   UPSTREAM_SECONDS,
+  WINDOWLESS_FILLS,
 } from './metrics/definitions.js';
 import { L1Lookups, RequestSeries } from './metrics/hot-path.js';
 import { resourceLabel, statusLabel } from './metrics/labels.js';
@@ -107,6 +108,8 @@ export interface Metrics {
   upstreamFillBytes(resource: string, bytes: number): void;
   /** A soft invalidation taken (docs/cache.md#soft-invalidation), by its scope. */
   invalidation(scope: 'records' | 'resource'): void;
+  /** A list page filled that broke the keyset rule (docs/cache.md#window-marks). */
+  windowlessFill(resource: string): void;
   /**
    * What the gauges read at each scrape, given once the parts they read exist (added to what
    * `createMetrics` was given); before the first scrape.
@@ -140,6 +143,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const prefetches = registry.counter(PREFETCHES);
   const fillBytes = registry.counter(UPSTREAM_FILL_BYTES);
   const invalidations = registry.counter(INVALIDATIONS);
+  const windowless = registry.counter(WINDOWLESS_FILLS);
   // The gauges are made at the first scrape, from every source given by then.
   let sources: ScrapeSources = options;
   let gauged = false;
@@ -175,6 +179,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     prefetch: (result) => prefetches.labels(result).inc(),
     upstreamFillBytes: (resource, bytes) => fillBytes.labels(resourceLabel(resource)).inc(bytes),
     invalidation: (scope) => invalidations.labels(scope).inc(),
+    windowlessFill: (resource) => windowless.labels(resource).inc(),
     watch(more) {
       if (gauged) throw new Error('metrics: sources are given before the first scrape');
       sources = { ...sources, ...more };

@@ -35,6 +35,18 @@ export function followsCursor(read: CanonicalRead): boolean {
   return read.kind === 'list' && (read.query.startsWith('after_id=') || read.query.includes('&after_id='));
 }
 
+/**
+ * The cursor a list read starts after: its `after_id`, 0 without one; `undefined` for a record
+ * read or a cursor past the safe integers.
+ */
+export function cursorOf(read: CanonicalRead): number | undefined {
+  if (read.kind !== 'list') return undefined;
+  const cursor = paramsOf(read.query).find((p) => p.name === 'after_id')?.value;
+  if (cursor === undefined) return 0;
+  const value = Number(cursor);
+  return Number.isSafeInteger(value) ? value : undefined;
+}
+
 /** The canonical query's parameters, decoded (it was built strictly encoded: each decodes). */
 function paramsOf(query: string): RawParam[] {
   if (query === '') return [];

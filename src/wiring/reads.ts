@@ -6,6 +6,7 @@
  * (docs/cache.md#automatic-lifetimes).
  */
 
+import type { CacheAddress } from '../cache/entry/cache-key.js';
 import { FreshnessLedger } from '../cache/freshness/freshness-ledger.js';
 import { AutoRefreshBudget } from '../cache/read/auto-refresh-budget.js';
 import type { Origin } from '../cache/read/origin.js';
@@ -63,8 +64,30 @@ export function wireReads(
     prefetch: config.cache.prefetch,
     now,
     onFill: (observation) => freshness.observe(observation),
+    onWindowless: windowlessPages(logger, metrics),
     autoBudget,
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
   return { policies, cache, reads, freshness };
+}
+
+/**
+ * Counts each list page filled that broke the keyset rule, and logs the first of each resource:
+ * every change of its group reaches its lists from then (docs/cache.md#window-marks), and the
+ * upstream may have changed how it pages.
+ */
+function windowlessPages(
+  logger: Foundation['logger'],
+  metrics: Foundation['metrics'],
+): (address: CacheAddress) => void {
+  const logged = new Set<string>();
+  return ({ group }) => {
+    metrics.windowlessFill(group.resource);
+    if (logged.has(group.resource)) return;
+    logged.add(group.resource);
+    logger.warn(
+      { resource: group.resource },
+      'a list page broke the keyset rule (ids ascending above the cursor, next_after_id its last): every change of the resource reaches its lists',
+    );
+  };
 }

@@ -5,8 +5,9 @@
  * L1 lifetime of 30 s, so that nothing but the invalidation can bring them a change within the test.
  * What must hold: every replica serves the changed pages within the poll's deadline (how soon is a
  * figure), the upstream is asked once for each page that could show the change and for nothing
- * else (a record not named stays a hit), and an invalidation taken before the master holding its
- * marks is killed still holds after the failover.
+ * else (a record not named stays a hit, and so does a list page whose keyset window cannot hold
+ * the record: docs/cache.md#window-marks), and an invalidation taken before the master holding its
+ * marks is killed still holds after the failover, for the pages it reaches and no other.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +35,9 @@ let webhook: ChangeWebhook;
 let ids: number[] = [];
 
 const recordPath = (id: number): string => `${API_PREFIX}/transfers/${String(id)}`;
+
+/** The list's next page: its keyset window (above its cursor) holds none of the first page's records. */
+const deeperPage = (): string => `${API_PREFIX}/transfers?after_id=${String(ids.at(-1) ?? 0)}&per_page=5`;
 
 async function etagOn(replica: Replica, path: string): Promise<string> {
   const answer = await getWithToken(replica.url, path, token);
@@ -86,7 +90,8 @@ describe('a change sent to one replica by the system of record', () => {
     timeout: 60_000,
   }, async () => {
     const [changed, untouched] = ids as [number, number];
-    const paths = [LIST, OTHER_LIST, recordPath(changed), recordPath(untouched)];
+    const deeper = deeperPage();
+    const paths = [LIST, OTHER_LIST, deeper, recordPath(changed), recordPath(untouched)];
     const before = await warm(paths);
     sandbox.resetStats();
     expect(sandbox.live.change('transfers', 'update', changed)).toBeDefined();
@@ -118,12 +123,18 @@ describe('a change sent to one replica by the system of record', () => {
       );
       await until(async () => (await etagOn(replica, LIST)) !== before.get(LIST), 'the changed list');
     }
-    // The record not named stays a hit everywhere, never asked of the upstream.
+    // The record not named stays a hit everywhere, never asked of the upstream; and so does the
+    // list page after the one that shows the change (docs/cache.md#window-marks).
     for (const replica of replicas)
-      expect(await etagOn(replica, recordPath(untouched))).toBe(before.get(recordPath(untouched)));
+      for (const path of [recordPath(untouched), deeper]) {
+        const answer = await getWithToken(replica.url, path, token);
+        expect(answer.headers['cache-status'], path).toMatch(/^slab-proxy; hit; ttl=\d+$/);
+        expect(answer.headers.etag).toBe(before.get(path));
+      }
     expect(asked(recordPath(untouched))).toBe(0);
+    expect(asked(deeper)).toBe(0);
     // One refresh per page for the whole fleet (coalesced by the fill lease): the changed record's,
-    // and each list of its resource, whether it shows the record or not (a 304 when it does not).
+    // and each list page whose window holds it.
     expect(asked(recordPath(changed))).toBe(1);
     expect(asked(LIST)).toBe(1);
     expect(asked(OTHER_LIST)).toBeLessThanOrEqual(1);
@@ -133,7 +144,7 @@ describe('a change sent to one replica by the system of record', () => {
     const cluster = redis.cluster;
     if (cluster === undefined) throw new Error('a cluster was asked for');
     const id = ids[2] ?? 0;
-    const before = await warm([recordPath(id)]);
+    const before = await warm([recordPath(id), deeperPage()]);
     // Changed at the upstream and marked, but read by nobody yet: only the mark says the page is stale.
     expect(sandbox.live.change('transfers', 'update', id)).toBeDefined();
     await webhook.idle();
@@ -152,5 +163,8 @@ describe('a change sent to one replica by the system of record', () => {
         20_000,
       );
     expect(asked(recordPath(id))).toBe(1);
+    // The lists' mark names the record through the failover: the next page still cannot show it.
+    for (const replica of replicas) expect(await etagOn(replica, deeperPage())).toBe(before.get(deeperPage()));
+    expect(asked(deeperPage())).toBe(0);
   });
 });

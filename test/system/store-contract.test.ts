@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { type CacheAddress, cacheAddress, markKeys } from '../../src/cache/entry/cache-key.js';
 import { brotliBody, type CacheEntry, ENTRY_FORMAT_VERSION, encodeEntry } from '../../src/cache/entry/entry.js';
-import { asOfMarks, newMark } from '../../src/cache/entry/marks.js';
+import { asOfMarks, listsMark, newMark } from '../../src/cache/entry/marks.js';
 import { createMemoryStore } from '../../src/cache/stores/memory-store.js';
 import { createRedisStore } from '../../src/cache/stores/redis-store.js';
 import { type CacheStore, isCurrent } from '../../src/cache/stores/store.js';
@@ -130,16 +130,23 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       const keys = markKeys('test', list.group);
       expect((await subject.store.lookup(list)).mark ?? '').toBe('');
       const mark = newMark(subject.now());
-      const stored = await subject.store.invalidate({ keys, mark, records: ['81'], keepMs: 60_000 });
+      const stored = await subject.store.invalidate({
+        keys,
+        mark,
+        listsMark: listsMark(mark, '81'),
+        records: ['81'],
+        keepMs: 60_000,
+      });
       expect(stored).toBe(true);
-      expect((await subject.store.lookup(list)).mark).toBe(mark);
+      // The lists' mark names the record (docs/cache.md#window-marks).
+      expect((await subject.store.lookup(list)).mark).toBe(`${mark}=81`);
       expect((await subject.store.lookup(record)).mark).toBe(`/${mark}`);
       expect((await subject.store.lookup(otherRecord)).mark ?? '').toBe('');
       expect((await subject.store.lookup(otherCompany)).mark ?? '').toBe('');
       // The whole resource: every record page, and the lists again.
       const all = newMark(subject.now() + 1);
-      await subject.store.invalidate({ keys, mark: all, records: undefined, keepMs: 60_000 });
-      expect((await subject.store.lookup(list)).mark).toBe(`${all} ${mark}`);
+      await subject.store.invalidate({ keys, mark: all, listsMark: all, records: undefined, keepMs: 60_000 });
+      expect((await subject.store.lookup(list)).mark).toBe(`${all} ${mark}=81`);
       expect((await subject.store.lookup(record)).mark).toBe(`${all}/${mark}`);
       expect((await subject.store.lookup(otherRecord)).mark).toBe(`${all}/`);
     });
@@ -153,6 +160,7 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       await subject.store.invalidate({
         keys: markKeys('test', a.group),
         mark,
+        listsMark: listsMark(mark, '1'),
         records: ['1'],
         keepMs: 1_000,
       });
@@ -175,11 +183,44 @@ function contract(name: string, make: () => Promise<StoreUnderTest>): void {
       const record = address('stocktakes/91', '9');
       const mark = newMark(subject.now());
       const keys = markKeys('test', list.group);
-      await subject.store.invalidate({ keys, mark, records: ['91'], keepMs: 200 });
+      await subject.store.invalidate({ keys, mark, listsMark: listsMark(mark, '91'), records: ['91'], keepMs: 200 });
       expect((await subject.store.lookup(record)).mark).toBe(`/${mark}`);
       await subject.advance(400);
       expect((await subject.store.lookup(record)).mark ?? '').toBe('');
-      expect((await subject.store.lookup(list)).mark).toBe(mark);
+      expect((await subject.store.lookup(list)).mark).toBe(`${mark}=91`);
+    });
+
+    it('keeps a list page fresh through a change its keyset window cannot hold, stale from one it can', async () => {
+      const a = address('stocktakes?after_id=100&per_page=9', '5');
+      const generation = (await subject.store.ensureGeneration(a)) ?? '';
+      const at = subject.now();
+      // Ids 101–109, more after it: a change of 50 or 150 cannot change it, one of 105 can.
+      const window = { after: 100, last: 109, more: true };
+      await subject.store.save(a, { ...entry(generation, '{"v":1}', 60_000, at), freshUntil: at + 30_000, window });
+      const keys = markKeys('test', a.group);
+      const outside = newMark(at + 5);
+      await subject.store.invalidate({
+        keys,
+        mark: outside,
+        listsMark: listsMark(outside, '50,150'),
+        records: ['50', '150'],
+        keepMs: 60_000,
+      });
+      const kept = await subject.store.lookup(a);
+      if (!isCurrent(kept)) throw new Error('kept');
+      expect(kept.entry.window).toEqual(window);
+      expect(asOfMarks(kept.entry, kept.mark)).toBe(kept.entry);
+      const inside = newMark(at + 7);
+      await subject.store.invalidate({
+        keys,
+        mark: inside,
+        listsMark: listsMark(inside, '105'),
+        records: ['105'],
+        keepMs: 60_000,
+      });
+      const marked = await subject.store.lookup(a);
+      if (!isCurrent(marked)) throw new Error('kept');
+      expect(asOfMarks(marked.entry, marked.mark).freshUntil).toBe(at + 7);
     });
 
     it('forgets an entry at its keepUntil', async () => {

@@ -26,6 +26,7 @@
  */
 import { createHash } from 'node:crypto';
 import { brotliCompressSync, brotliDecompressSync, gzipSync, constants as zlibConstants } from 'node:zlib';
+import type { PageWindow } from './page-window.js';
 
 export const ENTRY_FORMAT_VERSION = 2;
 const FLAG_BROTLI = 1;
@@ -86,6 +87,12 @@ export interface CacheEntry {
    */
   readonly autoLifetimeMs?: number | undefined;
   /**
+   * The keyset window of a list page that keeps the keyset rule (page-window.ts): only a change of
+   * a record it can hold makes it stale. Absent for a record page, and for a list page that broke
+   * the rule.
+   */
+  readonly window?: PageWindow | undefined;
+  /**
    * When the page was invalidated, for an entry served as of marks set after its fill
    * (marks.ts, `asOfMarks`): it is stale from then. Never stored.
    */
@@ -106,6 +113,8 @@ interface Header {
   readonly k?: string;
   /** The page's automatic lifetime, ms. */
   readonly al?: number;
+  /** A list page's keyset window: its cursor, its last id (null when empty), 1 when it has more. */
+  readonly w?: readonly [number, number | null, 0 | 1];
 }
 
 /** A strong ETag from the body bytes: the same bytes always give the same tag, on every replica. */
@@ -171,6 +180,9 @@ function headerBytes(entry: CacheEntry): Buffer {
     ...(entry.lastModified !== undefined && { lm: entry.lastModified }),
     ...(entry.mark !== undefined && entry.mark !== '' && { k: entry.mark }),
     ...(entry.autoLifetimeMs !== undefined && { al: entry.autoLifetimeMs }),
+    ...(entry.window !== undefined && {
+      w: [entry.window.after, entry.window.last ?? null, entry.window.more ? 1 : 0] as const,
+    }),
   };
   return Buffer.from(JSON.stringify(header), 'utf8');
 }
@@ -280,8 +292,25 @@ export function sameStoredEntry(a: CacheEntry, b: CacheEntry): boolean {
       a.upstreamEtag === b.upstreamEtag &&
       a.lastModified === b.lastModified &&
       (a.mark ?? '') === (b.mark ?? '') &&
-      a.autoLifetimeMs === b.autoLifetimeMs)
+      a.autoLifetimeMs === b.autoLifetimeMs &&
+      sameWindow(a.window, b.window))
   );
+}
+
+function sameWindow(a: PageWindow | undefined, b: PageWindow | undefined): boolean {
+  return (
+    a === b || (a !== undefined && b !== undefined && a.after === b.after && a.last === b.last && a.more === b.more)
+  );
+}
+
+function isStoredWindow(value: unknown): value is Header['w'] {
+  if (!Array.isArray(value) || value.length !== 3) return false;
+  const [after, last, more] = value as unknown[];
+  return Number.isSafeInteger(after) && (last === null || Number.isSafeInteger(last)) && (more === 0 || more === 1);
+}
+
+function windowOf(stored: NonNullable<Header['w']>): PageWindow {
+  return { after: stored[0], last: stored[1] ?? undefined, more: stored[2] === 1 };
 }
 
 function isHeader(value: unknown): value is Header {
@@ -296,7 +325,8 @@ function isHeader(value: unknown): value is Header {
     (h.ue === undefined || typeof h.ue === 'string') &&
     (h.lm === undefined || typeof h.lm === 'string') &&
     (h.k === undefined || typeof h.k === 'string') &&
-    (h.al === undefined || (Number.isInteger(h.al) && Number(h.al) >= 0))
+    (h.al === undefined || (Number.isInteger(h.al) && Number(h.al) >= 0)) &&
+    (h.w === undefined || isStoredWindow(h.w))
   );
 }
 
@@ -341,6 +371,7 @@ export function decodeEntry(bytes: Buffer): CacheEntry | undefined {
     ...(header.lm !== undefined && { lastModified: header.lm }),
     ...(header.k !== undefined && { mark: header.k }),
     ...(header.al !== undefined && { autoLifetimeMs: header.al }),
+    ...(header.w !== undefined && { window: windowOf(header.w) }),
     ...((flags & FLAG_AHEAD) !== 0 && { ahead: true }),
   };
   // A view of the bytes read (no copy): the body's own slice keeps them alive anyway.

@@ -12,16 +12,35 @@
  * keeps the newest marks of its page (`headsOf`) as read *before* the upstream was asked: a fill in
  * flight across an invalidation is stamped with the older marks and is stale as soon as it is
  * stored, never fresh with what the upstream said before the change.
+ *
+ * A mark set on a group's lists by a change of named records carries their ids (`<mark>=<ids>`,
+ * page-window.ts): a list page with a verified keyset window is stale only from the first mark
+ * after its own whose ids its window can hold (docs/cache.md#window-marks). The lists key keeps a
+ * longer history, so that a page no change has reached keeps its own mark in it while it lives.
  */
 import type { CacheEntry } from './entry.js';
+import { decodeChangedIds, reaches } from './page-window.js';
 
-/** Marks a mark key keeps, newest first. */
+/** Marks a record's or a resource's mark key keeps, newest first. */
 export const HISTORY = 8;
+/** Marks the group's lists key keeps, newest first: each names the records it changed. */
+export const LIST_HISTORY = 64;
 
-/** A mark key's value with `mark` set on it: `mark` first, then the newest of those it held. */
-export function withMark(previous: string | null | undefined, mark: string): string {
+/** A mark key's value with `mark` set on it: `mark` first, then the newest of those it held, `keep` in all. */
+export function withMark(previous: string | null | undefined, mark: string, keep = HISTORY): string {
   if (previous === null || previous === undefined || previous === '') return mark;
-  return [mark, ...previous.split(' ').slice(0, HISTORY - 1)].join(' ');
+  return [mark, ...previous.split(' ').slice(0, keep - 1)].join(' ');
+}
+
+/** A mark as a lists key holds it: the mark, and the records it changed when it names them. */
+export function listsMark(mark: string, changedIds: string | undefined): string {
+  return changedIds === undefined ? mark : `${mark}=${changedIds}`;
+}
+
+/** The mark of one entry of a key's history, without the ids it names. */
+function markOf(held: string): string {
+  const at = held.indexOf('=');
+  return at === -1 ? held : held.slice(0, at);
 }
 
 /** A new mark, set at `at` (ms since the epoch). */
@@ -44,7 +63,7 @@ export function headsOf(pageMarks: string): string {
   if (pageMarks === '') return '';
   return pageMarks
     .split('/')
-    .map((component) => component.split(' ', 1)[0] ?? '')
+    .map((component) => markOf(component.split(' ', 1)[0] ?? ''))
     .join('/');
 }
 
@@ -56,34 +75,55 @@ export function markedAt(mark: string): number | undefined {
 }
 
 /**
- * When the first mark set on a key after `mine` (the mark an entry holds for it) was set: from the
+ * The marks set on a key after `mine` (the mark an entry holds for it), oldest first, from the
  * key's history; `undefined` when that is not known (`mine` older than the history, or the key's
  * marks lost).
  */
-function firstSince(history: readonly string[], mine: string): number | undefined {
-  const at = history.indexOf(mine);
-  if (at > 0) return markedAt(history[at - 1] ?? '');
-  if (at === -1 && mine === '' && history.length < HISTORY) return markedAt(history.at(-1) ?? '');
+function setSince(history: readonly string[], mine: string): readonly string[] | undefined {
+  const at = history.findIndex((held) => markOf(held) === mine);
+  if (at >= 0) return history.slice(0, at).reverse();
+  if (mine === '' && history.length < HISTORY) return [...history].reverse();
   return undefined;
 }
 
 /**
- * The entry as of its page's marks now: itself while it was filled under the newest; else stale
- * from when the first mark after its own was set (never before it was stored; at once when that is
- * unknown), its stale windows counted from there and `invalidatedAt` set.
+ * When the entry went stale by one mark key's `history`, given `own`, the mark it holds for it:
+ * when the first mark after its own that can change it was set (`undefined`: none can), at once
+ * (its `storedAt`) when that is not known.
+ */
+function staleFromKey(entry: CacheEntry, history: readonly string[], own: string): number | undefined {
+  const since = setSince(history, own);
+  if (since === undefined) return entry.storedAt;
+  for (const held of since) {
+    const at = held.indexOf('=');
+    const changed = at === -1 ? undefined : decodeChangedIds(held.slice(at + 1));
+    if (reaches(entry.window, changed)) return markedAt(markOf(held)) ?? entry.storedAt;
+  }
+  return undefined;
+}
+
+/**
+ * The entry as of its page's marks now: itself while it was filled under the newest, or while no
+ * mark set since can change its page (its window: page-window.ts); else stale from when the first
+ * mark after its own that can was set (never before it was stored; at once when that is unknown),
+ * its stale windows counted from there and `invalidatedAt` set.
  */
 export function asOfMarks(entry: CacheEntry, pageMarks: string | undefined): CacheEntry {
   const now = pageMarks ?? '';
   const mine = entry.mark ?? '';
   if (mine === headsOf(now)) return entry;
-  const held = mine.split('/');
+  // A replica of a release before window marks stamps its entries with the ids a lists mark names:
+  // an entry is judged by its marks alone.
+  const held = mine.split('/').map(markOf);
   let staleFrom = Number.POSITIVE_INFINITY;
   now.split('/').forEach((component, i) => {
     const history = component === '' ? [] : component.split(' ');
     const own = held[i] ?? '';
-    if ((history[0] ?? '') !== own) staleFrom = Math.min(staleFrom, firstSince(history, own) ?? entry.storedAt);
+    if (markOf(history[0] ?? '') === own) return;
+    staleFrom = Math.min(staleFrom, staleFromKey(entry, history, own) ?? Number.POSITIVE_INFINITY);
   });
-  staleFrom = Math.max(entry.storedAt, Number.isFinite(staleFrom) ? staleFrom : entry.storedAt);
+  if (!Number.isFinite(staleFrom)) return entry;
+  staleFrom = Math.max(entry.storedAt, staleFrom);
   return { ...entry, freshUntil: Math.min(entry.freshUntil, staleFrom), invalidatedAt: staleFrom };
 }
 
@@ -109,9 +149,9 @@ export class MarkTable {
     return undefined;
   }
 
-  /** Sets `mark` on `key`, the newest of its history (`withMark`). */
-  set(key: string, mark: string, keepMs = Number.POSITIVE_INFINITY): void {
-    this.#marks.set(key, { value: withMark(this.get(key), mark), until: this.#now() + keepMs });
+  /** Sets `mark` on `key`, the newest of its history of `history` marks (`withMark`). */
+  set(key: string, mark: string, keepMs = Number.POSITIVE_INFINITY, history = HISTORY): void {
+    this.#marks.set(key, { value: withMark(this.get(key), mark, history), until: this.#now() + keepMs });
   }
 
   /** The page mark of an address's mark keys (`pageMark`). */

@@ -9,8 +9,10 @@
  */
 import type { Metrics } from '../../observability/metrics.js';
 import { createTurnGate } from '../../platform/turn-gate.js';
+import { cursorOf } from '../../request/next-page.js';
 import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
+import { type PageWindow, pageWindowOf } from '../entry/page-window.js';
 import type { L1Cache } from '../stores/l1.js';
 import { type CacheStore, isCurrent, type StoreLookup } from '../stores/store.js';
 import { type LifetimeEvidence, nextLifetime } from './auto-lifetime.js';
@@ -30,6 +32,8 @@ export interface FetchAndStoreOptions {
   readonly onFill?: ((observation: FillObservation) => void) | undefined;
   /** The ceiling on refreshes that automatic lifetimes start before `max` (absent: none). */
   readonly autoBudget?: Pick<AutoRefreshBudget, 'take'> | undefined;
+  /** Told of each list page filled that broke the keyset rule (page-window.ts): its address. */
+  readonly onWindowless?: ((address: CacheAddress) => void) | undefined;
 }
 
 /** The page being filled, and what this replica holds of it. */
@@ -95,7 +99,20 @@ export class FetchAndStore {
     if (background) await this.#backgroundTurn();
     if (current !== undefined && isSameAnswer(current, answer)) return this.#identical(filling, current, answer);
     // Without a generation (store unavailable) the answer is still shared, just not kept.
-    return this.#storeNew(filling, current, answer, generation, request.prefetch !== undefined);
+    const window = this.#windowOf(request, filling.address, answer);
+    return this.#storeNew(filling, current, answer, { generation, window }, request.prefetch !== undefined);
+  }
+
+  /**
+   * A list page's keyset window, checked against its body (page-window.ts); none for a record page
+   * or for a page that breaks the keyset rule, which is told so that it is counted and logged.
+   */
+  #windowOf(request: ReadRequest, address: CacheAddress, answer: OriginAnswer): PageWindow | undefined {
+    const after = cursorOf(request.read);
+    if (after === undefined || answer.status !== 200) return undefined;
+    const window = pageWindowOf(after, answer.body);
+    if (window === undefined) this.#options.onWindowless?.(address);
+    return window;
   }
 
   /** A 304: the stored validators are replaced by those it carries, kept otherwise (RFC 9111 §4.3.4). */
@@ -137,7 +154,7 @@ export class FetchAndStore {
     filling: Filling,
     current: CacheEntry | undefined,
     answer: OriginAnswer,
-    generation: string | undefined,
+    { generation, window }: { readonly generation: string | undefined; readonly window: PageWindow | undefined },
     ahead: boolean,
   ): Promise<Fill> {
     const { store, l1, now, metrics } = this.#options;
@@ -148,6 +165,7 @@ export class FetchAndStore {
       generation: generation ?? '',
       mark: lookup.mark,
       lifetimeMs: this.#lifetime(answer.status, policy, evidence, answer.lastModified),
+      window,
     };
     const entry = entryFor(answer, policy, under, now(), ahead);
     const storable = generation !== undefined && entry.freshUntil > entry.storedAt;

@@ -4,6 +4,7 @@
  */
 import { brotliBody, type CacheEntry, strongEtag } from '../entry/entry.js';
 import { headsOf } from '../entry/marks.js';
+import type { PageWindow } from '../entry/page-window.js';
 import type { OriginAnswer, Validators } from './origin.js';
 import type { EffectivePolicy } from './policy.js';
 
@@ -25,6 +26,8 @@ export interface StoredUnder {
   /** The page's marks as the store gave them, before the upstream was asked. */
   readonly mark: string | undefined;
   readonly lifetimeMs: number | undefined;
+  /** A list page's keyset window, when it keeps the keyset rule (page-window.ts). */
+  readonly window?: PageWindow | undefined;
 }
 
 /**
@@ -77,6 +80,7 @@ export function entryFor(
     lastModified: answer.lastModified,
     ...(ahead && { ahead: true }),
     ...(mark !== undefined && { mark }),
+    ...(under.window !== undefined && { window: under.window }),
   };
 }
 

@@ -6,7 +6,8 @@
 import { RESOURCE_NAMES, type ResourceName } from '../../catalog/resources.js';
 import type { Metrics } from '../../observability/metrics.js';
 import { groupTag, markKeys } from '../entry/cache-key.js';
-import { newMark } from '../entry/marks.js';
+import { listsMark, newMark } from '../entry/marks.js';
+import { encodeChangedIds } from '../entry/page-window.js';
 import type { L1Cache } from '../stores/l1.js';
 import type { CacheStore } from '../stores/store.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
@@ -68,15 +69,18 @@ export class GroupChanges {
     const { store, policies, keyPrefix } = this.#options;
     const names = resource === undefined ? RESOURCE_NAMES : [resource];
     const mark = newMark(this.#options.now());
+    // The records' ids go with the lists' mark: a list page whose keyset window cannot hold any of
+    // them stays fresh (docs/cache.md#window-marks).
+    const onLists = listsMark(mark, records === undefined ? undefined : encodeChangedIds(records));
     const stored = await Promise.all(
       names.map((name) => {
         const group = { company, resource: name };
         const keepMs = keptFor(policies.policyFor(name));
-        return store.invalidate({ keys: markKeys(keyPrefix, group), mark, records, keepMs });
+        return store.invalidate({ keys: markKeys(keyPrefix, group), mark, listsMark: onLists, records, keepMs });
       }),
     );
     // Announced after the marks are stored: a replica that stops serving its L1 copies reads them.
-    const announced = await this.#purges.announce({ kind: 'invalidate', company, resource, mark });
+    const announced = await this.#purges.announce({ kind: 'invalidate', company, resource, mark: onLists });
     this.#options.metrics?.invalidation(records === undefined ? 'resource' : 'records');
     return announced && stored.every(Boolean);
   }

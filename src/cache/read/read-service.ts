@@ -87,6 +87,8 @@ export interface ReadServiceOptions {
   readonly onFill?: (observation: FillObservation) => void;
   /** The ceiling on refreshes that automatic lifetimes start before `max` (auto-refresh-budget.ts). */
   readonly autoBudget?: Pick<AutoRefreshBudget, 'take'>;
+  /** Told of each list page filled that broke the keyset rule (src/cache/entry/page-window.ts). */
+  readonly onWindowless?: (address: CacheAddress) => void;
   /** Background refreshes and their failures, for tests and metrics. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** How purges reach the other replicas (default: this process only). */

@@ -17,6 +17,7 @@
 
 import { RecentMap } from '../../platform/recent-map.js';
 import { type CacheEntry, entryBytes } from '../entry/entry.js';
+import { type ChangedIds, decodeChangedIds, reaches } from '../entry/page-window.js';
 import { keyFraction } from '../read/refresh-ahead.js';
 import { Doorkeeper } from './admission.js';
 import { CompanyShares } from './company-shares.js';
@@ -51,10 +52,32 @@ interface HeldCopy {
   readonly superseded?: boolean;
 }
 
-/** An invalidation announced for a group: copies set before it are not served from here. */
+/**
+ * An invalidation announced for a group: copies set before it whose page it can change (all, but
+ * a list page whose keyset window holds none of its records: page-window.ts) are not served from here.
+ */
 interface GroupMark {
   readonly setNumber: number;
+  /** As the group's lists key holds it: the mark, and the records it names. */
   readonly mark: string;
+  readonly changed: ChangedIds | undefined;
+}
+
+/** The invalidations of a group remembered here: the last `MARKS_KEPT`, and what came before them. */
+interface GroupMarks {
+  /** Newest last. */
+  readonly recent: GroupMark[];
+  /** The set number of the newest mark no longer in `recent`: a copy set before it is marked. */
+  floor: number;
+}
+
+/** Invalidations remembered per group, at most; a copy older than all of them is marked. */
+const MARKS_KEPT = 16;
+
+/** The records a mark names (`<mark>=<ids>`: marks.ts); `undefined` when it names none. */
+function changedOf(mark: string): ChangedIds | undefined {
+  const at = mark.indexOf('=');
+  return at === -1 ? undefined : decodeChangedIds(mark.slice(at + 1));
 }
 
 export class L1Cache {
@@ -67,7 +90,7 @@ export class L1Cache {
   /** Group tag → the generation last seen for it. */
   readonly #generations = new Map<string, string>();
   /** Group tag → the last invalidation announced for it (docs/cache.md#soft-invalidation). */
-  readonly #marks = new Map<string, GroupMark>();
+  readonly #marks = new Map<string, GroupMarks>();
   /** Copies set so far: the order of sets, invalidations and the change channel's gaps. */
   #sets = 0;
   /** Whether the change channel vouches for the copies set since `#vouchedFrom`. */
@@ -143,11 +166,22 @@ export class L1Cache {
     this.#vouchedFrom = ++this.#sets;
   }
 
-  /** Whether an invalidation of the group was announced after the copy was set. */
+  /** Whether an invalidation of the group that can change the copy's page was announced after it was set. */
   #markedSince(held: HeldCopy, tag: string): boolean {
-    if (this.#marks.size === 0) return false;
-    const marked = this.#marks.get(tag);
-    return marked !== undefined && held.setNumber < marked.setNumber;
+    return this.#marks.size !== 0 && this.#markAfter(held, tag) !== undefined;
+  }
+
+  /**
+   * The first invalidation of the group announced after the copy was set that can change its page
+   * (its mark as the lists key holds it; the newest known when earlier ones are forgotten).
+   */
+  #markAfter(held: HeldCopy, tag: string): string | undefined {
+    const marks = this.#marks.get(tag);
+    if (marks === undefined) return undefined;
+    if (held.setNumber < marks.floor) return marks.recent.at(-1)?.mark;
+    for (const mark of marks.recent)
+      if (mark.setNumber > held.setNumber && reaches(held.entry.window, mark.changed)) return mark.mark;
+    return undefined;
   }
 
   /**
@@ -166,7 +200,7 @@ export class L1Cache {
     const entry = this.latest(key, tag);
     const held = this.#entries.get(key);
     // A copy set before an invalidation is stale from its mark on, as the store would say.
-    const marked = held !== undefined && this.#markedSince(held, tag) ? this.#marks.get(tag)?.mark : undefined;
+    const marked = held === undefined ? undefined : this.#markAfter(held, tag);
     const mark = marked ?? entry?.mark;
     return { entry, generation, available: false, ...(mark !== undefined && { mark }) };
   }
@@ -280,11 +314,16 @@ export class L1Cache {
 
   /**
    * An invalidation (docs/cache.md#soft-invalidation): no copy of the group set before it is served
-   * from here; the store says which of its pages are stale. A copy standing in for the store is
-   * stale from `mark` on.
+   * from here, but a list page's whose keyset window holds none of the records `mark` names
+   * (docs/cache.md#window-marks); the store says which of its pages are stale. A copy standing in
+   * for the store is stale from `mark` on.
    */
   markGroup(tag: string, mark: string): void {
-    this.#marks.set(tag, { setNumber: ++this.#sets, mark });
+    const marks = this.#marks.get(tag) ?? { recent: [], floor: 0 };
+    marks.recent.push({ setNumber: ++this.#sets, mark, changed: changedOf(mark) });
+    const forgotten = marks.recent.length > MARKS_KEPT ? marks.recent.shift() : undefined;
+    if (forgotten !== undefined) marks.floor = forgotten.setNumber;
+    this.#marks.set(tag, marks);
   }
 
   /** A purge: nothing of the group is served from here until the store is read again. */

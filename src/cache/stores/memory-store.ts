@@ -7,7 +7,7 @@
 import { LRUCache } from 'lru-cache';
 import { type CacheAddress, type CacheGroup, groupTag } from '../entry/cache-key.js';
 import { type CacheEntry, entryBytes, isRevalidated, sameStoredEntry } from '../entry/entry.js';
-import { MarkTable } from '../entry/marks.js';
+import { LIST_HISTORY, MarkTable } from '../entry/marks.js';
 import { Doorkeeper } from './admission.js';
 import { CompanyShares } from './company-shares.js';
 import {
@@ -119,9 +119,9 @@ class MemoryStore implements CacheStore {
     return Promise.resolve(true);
   }
 
-  invalidate({ keys, mark, records, keepMs }: Invalidation): Promise<boolean> {
+  invalidate({ keys, mark, listsMark, records, keepMs }: Invalidation): Promise<boolean> {
     const marks = this.#marks;
-    marks.set(keys.lists, mark);
+    marks.set(keys.lists, listsMark, Number.POSITIVE_INFINITY, LIST_HISTORY);
     if (records === undefined) marks.set(keys.all, mark);
     else for (const id of records) marks.set(keys.record(id), mark, keepMs);
     marks.prune();

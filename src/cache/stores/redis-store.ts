@@ -22,7 +22,7 @@ import {
   revalidationPatch,
   storedPrefix,
 } from '../entry/entry.js';
-import { HISTORY, pageMark } from '../entry/marks.js';
+import { HISTORY, LIST_HISTORY, pageMark } from '../entry/marks.js';
 import { type CacheStore, type FreshenResult, type Invalidation, newGeneration, type StoreLookup } from './store.js';
 
 const UNAVAILABLE: StoreLookup = { entry: undefined, generation: undefined, available: false };
@@ -83,11 +83,16 @@ return 1`;
 /**
  * An invalidation's marks (docs/cache.md#soft-invalidation), on keys of one hash slot: ARGV[1] is
  * set first on each key's history of at most ARGV[4] marks (space-separated, newest first); the
- * first ARGV[2] keys keep no expiry, the others expire in ARGV[3] ms.
+ * first ARGV[2] keys keep no expiry, the others expire in ARGV[3] ms. The first key is the group's
+ * lists key: it is given ARGV[5] (the mark with the records it names) and keeps ARGV[6] marks.
  */
-const MARK_SCRIPT = `local keep = tonumber(ARGV[4])
-for i, key in ipairs(KEYS) do
+const MARK_SCRIPT = `for i, key in ipairs(KEYS) do
   local value = ARGV[1]
+  local keep = tonumber(ARGV[4])
+  if i == 1 then
+    value = ARGV[5]
+    keep = tonumber(ARGV[6])
+  end
   local old = redis.call('get', key)
   if old then
     local n = 1
@@ -261,14 +266,14 @@ class RedisStore implements CacheStore {
    * filled before it has gone (an evicted or expired mark makes the entries filled under it stale,
    * never fresh).
    */
-  async invalidate({ keys, mark, records, keepMs }: Invalidation): Promise<boolean> {
+  async invalidate({ keys, mark, listsMark, records, keepMs }: Invalidation): Promise<boolean> {
     if (!this.#health.usable(keys.lists)) return false;
     const kept = [keys.lists, ...(records === undefined ? [keys.all] : [])];
     const expiring = (records ?? []).map((id) => keys.record(id));
     const all = [...kept, ...expiring];
     const px = Math.max(1, Math.ceil(keepMs));
     try {
-      await this.#script(MARK_SCRIPT, MARK_SHA, all, mark, kept.length, px, HISTORY);
+      await this.#script(MARK_SCRIPT, MARK_SHA, all, mark, kept.length, px, HISTORY, listsMark, LIST_HISTORY);
       return true;
     } catch (error) {
       this.#failed('invalidate', keys.lists, error);

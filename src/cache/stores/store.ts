@@ -35,6 +35,11 @@ export interface Invalidation {
   readonly keys: MarkKeys;
   /** The new mark (marks.ts, `newMark`): one per invalidation, as every replica is told it. */
   readonly mark: string;
+  /**
+   * What the group's lists key is given: the mark, with the ids of `records` when a list page's
+   * keyset window can tell whether it holds them (marks.ts, `listsMark`; docs/cache.md#window-marks).
+   */
+  readonly listsMark: string;
   /** Record ids; `undefined`: the whole resource. */
   readonly records: readonly string[] | undefined;
   /** How long a record's mark is kept: at least as long as an entry filled before it may be. */

@@ -172,6 +172,13 @@ export const INVALIDATIONS = {
   zeroes: [['records'], ['resource']],
 } as const satisfies CounterDefinition<string>;
 
+export const WINDOWLESS_FILLS = {
+  name: 'slab_proxy_cache_windowless_fills_total',
+  help: 'List pages filled that broke the keyset rule (ids ascending, above the cursor, next_after_id the last), by resource: every change of their group reaches them (docs/cache.md#window-marks).',
+  labelNames: ['resource'],
+  zeroes: [],
+} as const satisfies CounterDefinition<string>;
+
 export const PREFETCHES = {
   name: 'slab_proxy_prefetches_total',
   help: 'Next pages of keyset walks fetched ahead of the walker: started (asked of the upstream), used (a request of any replica took the page first here), wasted (expired untaken), failed (the upstream refused or failed), and skipped by reason: cached, filling, leased (another replica), cap, budget (no slot to spare).',
