@@ -68,12 +68,24 @@ function budgetOn(url: string, prefix: string): UpstreamBudget {
 }
 
 /** A job that holds its slot until `end()` is called. */
-function heldJob(): { readonly job: () => Promise<string>; end(): void } {
+/** A job that runs until `end()`; `started` settles once its replica has run it (holds its slot). */
+function heldJob(): { readonly job: () => Promise<string>; readonly started: Promise<void>; end(): void } {
   let end: () => void = () => undefined;
+  let start: () => void = () => undefined;
   const ended = new Promise<void>((resolve) => {
     end = resolve;
   });
-  return { job: () => ended.then(() => 'done'), end };
+  const started = new Promise<void>((resolve) => {
+    start = resolve;
+  });
+  return {
+    job: () => {
+      start();
+      return ended.then(() => 'done');
+    },
+    started,
+    end,
+  };
 }
 
 const ran = (value: unknown) => ({ kind: 'ran', value });
@@ -97,7 +109,9 @@ describe('the upstream budget when one replica is cut off from Redis', () => {
   it('takes no slot at all while its shared slots may still be held; the other keeps sharing', async () => {
     const early = heldJob();
     const earlyRun = cutOff.run(early.job, 1_000);
-    await expect.poll(() => inspector.zcard(holdsKey)).toBe(1);
+    // Cut once the replica holds the slot (its grant's answer came back), not once Redis has it.
+    await early.started;
+    expect(await inspector.zcard(holdsKey)).toBe(1);
     gate.cut();
     cutAt = Date.now();
     expect(await cutOff.whenMode('cut-off', 2_000)).toBe(true);
