@@ -8,8 +8,10 @@ import type { ProxyError } from '../errors/proxy-error.js';
 import { type CanonicalRead, listRead } from './canonical-read.js';
 import { canonicaliseListQuery, type RawParam } from './query.js';
 
-/** The cursor a list page names for the page after it; `undefined` when it is the last. */
-export function nextCursor(body: Buffer): string | undefined {
+/** A list page body's `data` (unchecked) and `meta`; `undefined` when it is not a JSON object with a `meta` object. */
+export function pageParts(
+  body: Buffer,
+): { readonly data: unknown; readonly meta: Record<string, unknown> } | undefined {
   let page: unknown;
   try {
     page = JSON.parse(body.toString('utf8'));
@@ -17,12 +19,16 @@ export function nextCursor(body: Buffer): string | undefined {
     return undefined;
   }
   if (typeof page !== 'object' || page === null) return undefined;
-  const meta = (page as { readonly meta?: unknown }).meta;
+  const { data, meta } = page as { readonly data?: unknown; readonly meta?: unknown };
   if (typeof meta !== 'object' || meta === null) return undefined;
-  const { has_more: hasMore, next_after_id: next } = meta as {
-    readonly has_more?: unknown;
-    readonly next_after_id?: unknown;
-  };
+  return { data, meta: meta as Record<string, unknown> };
+}
+
+/** The cursor a list page names for the page after it; `undefined` when it is the last. */
+export function nextCursor(body: Buffer): string | undefined {
+  const meta = pageParts(body)?.meta;
+  if (meta === undefined) return undefined;
+  const { has_more: hasMore, next_after_id: next } = meta;
   if (hasMore !== true || typeof next !== 'number' || !Number.isSafeInteger(next) || next < 0) return undefined;
   return String(next);
 }

@@ -19,7 +19,7 @@
  * longer history, so that a page no change has reached keeps its own mark in it while it lives.
  */
 import type { CacheEntry } from './entry.js';
-import { decodeChangedIds, reaches } from './page-window.js';
+import { type ChangedIds, decodeChangedIds, reaches } from './page-window.js';
 
 /** Marks a record's or a resource's mark key keeps, newest first. */
 export const HISTORY = 8;
@@ -35,6 +35,12 @@ export function withMark(previous: string | null | undefined, mark: string, keep
 /** A mark as a lists key holds it: the mark, and the records it changed when it names them. */
 export function listsMark(mark: string, changedIds: string | undefined): string {
   return changedIds === undefined ? mark : `${mark}=${changedIds}`;
+}
+
+/** The records one entry of a lists key's history names (`<mark>=<ids>`); `undefined` when it names none. */
+export function changedByMark(held: string): ChangedIds | undefined {
+  const at = held.indexOf('=');
+  return at === -1 ? undefined : decodeChangedIds(held.slice(at + 1));
 }
 
 /** The mark of one entry of a key's history, without the ids it names. */
@@ -94,11 +100,8 @@ function setSince(history: readonly string[], mine: string): readonly string[] |
 function staleFromKey(entry: CacheEntry, history: readonly string[], own: string): number | undefined {
   const since = setSince(history, own);
   if (since === undefined) return entry.storedAt;
-  for (const held of since) {
-    const at = held.indexOf('=');
-    const changed = at === -1 ? undefined : decodeChangedIds(held.slice(at + 1));
-    if (reaches(entry.window, changed)) return markedAt(markOf(held)) ?? entry.storedAt;
-  }
+  for (const held of since)
+    if (reaches(entry.window, changedByMark(held))) return markedAt(markOf(held)) ?? entry.storedAt;
   return undefined;
 }
 

@@ -12,6 +12,7 @@
  * filled (`pageWindowOf`), and one that breaks it has no window, so that every change of its
  * group reaches it, as if windows did not exist. Pure.
  */
+import { pageParts } from '../../request/next-page.js';
 
 /** What a list page covers: ids above `after`, up to `last` when it has `more` after it. */
 export interface PageWindow {
@@ -38,22 +39,6 @@ function isId(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
-/** The records of a page body, or `undefined` when it is not `{ data: [...], meta: {...} }`. */
-function partsOf(
-  body: Buffer,
-): { readonly data: readonly unknown[]; readonly meta: Record<string, unknown> } | undefined {
-  let page: unknown;
-  try {
-    page = JSON.parse(body.toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (typeof page !== 'object' || page === null) return undefined;
-  const { data, meta } = page as { readonly data?: unknown; readonly meta?: unknown };
-  if (!Array.isArray(data) || typeof meta !== 'object' || meta === null) return undefined;
-  return { data, meta: meta as Record<string, unknown> };
-}
-
 /**
  * The window of a list page read at cursor `after`, when the page keeps the keyset rule: every
  * record has an id, the ids ascend strictly and are all above `after`, and a page with more after
@@ -61,10 +46,10 @@ function partsOf(
  * reaches it.
  */
 export function pageWindowOf(after: number, body: Buffer): PageWindow | undefined {
-  const parts = partsOf(body);
-  if (parts === undefined) return undefined;
+  const parts = pageParts(body);
+  if (parts === undefined || !Array.isArray(parts.data)) return undefined;
   let previous = after;
-  for (const record of parts.data) {
+  for (const record of parts.data as readonly unknown[]) {
     const id = typeof record === 'object' && record !== null ? (record as { readonly id?: unknown }).id : undefined;
     if (!isId(id) || id <= previous) return undefined;
     previous = id;

@@ -17,7 +17,8 @@
 
 import { RecentMap } from '../../platform/recent-map.js';
 import { type CacheEntry, entryBytes } from '../entry/entry.js';
-import { type ChangedIds, decodeChangedIds, reaches } from '../entry/page-window.js';
+import { changedByMark } from '../entry/marks.js';
+import { type ChangedIds, reaches } from '../entry/page-window.js';
 import { keyFraction } from '../read/refresh-ahead.js';
 import { Doorkeeper } from './admission.js';
 import { CompanyShares } from './company-shares.js';
@@ -73,12 +74,6 @@ interface GroupMarks {
 
 /** Invalidations remembered per group, at most; a copy older than all of them is marked. */
 const MARKS_KEPT = 16;
-
-/** The records a mark names (`<mark>=<ids>`: marks.ts); `undefined` when it names none. */
-function changedOf(mark: string): ChangedIds | undefined {
-  const at = mark.indexOf('=');
-  return at === -1 ? undefined : decodeChangedIds(mark.slice(at + 1));
-}
 
 export class L1Cache {
   /**
@@ -320,7 +315,7 @@ export class L1Cache {
    */
   markGroup(tag: string, mark: string): void {
     const marks = this.#marks.get(tag) ?? { recent: [], floor: 0 };
-    marks.recent.push({ setNumber: ++this.#sets, mark, changed: changedOf(mark) });
+    marks.recent.push({ setNumber: ++this.#sets, mark, changed: changedByMark(mark) });
     const forgotten = marks.recent.length > MARKS_KEPT ? marks.recent.shift() : undefined;
     if (forgotten !== undefined) marks.floor = forgotten.setNumber;
     this.#marks.set(tag, marks);
