@@ -47,6 +47,32 @@ export function mixedWorkload(resources: readonly ResourceName[]): ChangeRule[] 
   ];
 }
 
+/** A log's growth: a new movement in every company every 300 ms (only each list's last page changes). */
+export function appendWorkload(): ChangeRule[] {
+  return [{ resource: 'movements', kind: 'append', everyMs: 300, share: 1, company: undefined }];
+}
+
+/**
+ * Records changing status: 5% of the movements each move to the next `item_type` every 10 s, so
+ * that they leave one filtered list and join another, anywhere in both.
+ */
+export function moveWorkload(): ChangeRule[] {
+  return [{ resource: 'movements', kind: 'move', everyMs: 10_000, share: 0.05, company: undefined }];
+}
+
+/** The presets by name: `{"preset": <name>}` or `SANDBOX_LIVE=<name>` (docs/sandbox.md#live-mode). */
+export const LIVE_PRESETS = {
+  mixed: mixedWorkload,
+  append: appendWorkload,
+  move: moveWorkload,
+} as const satisfies Readonly<Record<string, (resources: readonly ResourceName[]) => ChangeRule[]>>;
+
+export type LivePreset = keyof typeof LIVE_PRESETS;
+
+export function isLivePreset(name: unknown): name is LivePreset {
+  return typeof name === 'string' && Object.hasOwn(LIVE_PRESETS, name);
+}
+
 /** A JSON object, its members unread. */
 export function isJsonObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -97,13 +123,14 @@ function parseRule(input: unknown, index: number): ChangeRule {
   };
 }
 
-/** `{"rules": [...]}` or `{"preset": "mixed"}`, from the control API or `SANDBOX_LIVE`. */
+const LIVE_BODY = 'live mode takes {"rules": [...]} or {"preset": "mixed"|"append"|"move"}';
+
+/** `{"rules": [...]}` or `{"preset": <name>}`, from the control API or `SANDBOX_LIVE`. */
 export function parseLiveRules(input: unknown, resources: readonly ResourceName[]): ChangeRule[] {
-  if (!isJsonObject(input)) throw new LiveRuleError('live mode takes {"rules": [...]} or {"preset": "mixed"}');
+  if (!isJsonObject(input)) throw new LiveRuleError(LIVE_BODY);
   const body = input;
-  if (body.preset === 'mixed' && body.rules === undefined) return mixedWorkload(resources);
-  if (!Array.isArray(body.rules) || body.preset !== undefined)
-    throw new LiveRuleError('live mode takes {"rules": [...]} or {"preset": "mixed"}');
+  if (isLivePreset(body.preset) && body.rules === undefined) return LIVE_PRESETS[body.preset](resources);
+  if (!Array.isArray(body.rules) || body.preset !== undefined) throw new LiveRuleError(LIVE_BODY);
   if (body.rules.length > 100) throw new LiveRuleError('at most 100 rules');
   return body.rules.map((rule, index) => parseRule(rule, index));
 }

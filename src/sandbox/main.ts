@@ -4,7 +4,8 @@
  * SANDBOX_RATE_LIMIT (requests per second before 429; 0 turns it off; default 1000),
  * SANDBOX_CONTROL (1: the test-only fault switch and counters under /__sandbox/), SANDBOX_SEED,
  * SANDBOX_VALIDATORS (`etag,last-modified`, `etag`, `last-modified` or `none`), SANDBOX_LIVE (live
- * mode from the start: `mixed`, or the rules as JSON; docs/sandbox.md#live-mode), and the proxy's own
+ * mode from the start: a preset, `mixed`, `append` or `move`, or the rules as JSON;
+ * docs/sandbox.md#live-mode), and the proxy's own
  * key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
  * JWT_AUDIENCE; the development secret when none is set).
  */
@@ -16,7 +17,7 @@ import { ConfigError, loadEnv } from '../config/load.js';
 import { messageOf } from '../errors/proxy-error.js';
 import type { WebhookTarget } from './change-webhook.js';
 import type { SandboxKeys } from './credentials.js';
-import { type ChangeRule, LiveRuleError, parseLiveRules } from './live-rules.js';
+import { type ChangeRule, isLivePreset, LiveRuleError, parseLiveRules } from './live-rules.js';
 import { SEED_RESOURCES } from './resources.js';
 import { createSandbox } from './server.js';
 import { ALL_VALIDATORS, type ValidatorSettings, validatorsFromText } from './validators.js';
@@ -29,12 +30,12 @@ function validatorsVar(): ValidatorSettings {
   return settings;
 }
 
-/** `SANDBOX_LIVE`: `mixed` (the preset), or `{"rules": [...]}` as JSON; unset: live mode off. */
+/** `SANDBOX_LIVE`: a preset's name (`mixed`, `append`, `move`), or `{"rules": [...]}` as JSON; unset: off. */
 function liveVar(): readonly ChangeRule[] | undefined {
   const text = process.env.SANDBOX_LIVE;
   if (text === undefined || text === '') return undefined;
   try {
-    const body: unknown = text.trim() === 'mixed' ? { preset: 'mixed' } : JSON.parse(text);
+    const body: unknown = isLivePreset(text.trim()) ? { preset: text.trim() } : JSON.parse(text);
     return parseLiveRules(
       body,
       SEED_RESOURCES.map((resource) => resource.name),
@@ -42,7 +43,7 @@ function liveVar(): readonly ChangeRule[] | undefined {
   } catch (error) {
     throw new ConfigError(
       'SANDBOX_LIVE',
-      error instanceof LiveRuleError ? error.message : 'must be mixed or JSON rules',
+      error instanceof LiveRuleError ? error.message : 'must be mixed, append, move or JSON rules',
     );
   }
 }
@@ -79,7 +80,7 @@ const SANDBOX_COMMAND: Command = {
     '  SANDBOX_SEED (20261122)                         the data seed',
     '  SANDBOX_VALIDATORS (etag,last-modified)         validators sent and conditional requests answered 304:',
     '                                                  etag, last-modified, both (comma-separated) or none',
-    '  SANDBOX_LIVE                                    live mode from the start: mixed, or {"rules": [...]} as JSON',
+    '  SANDBOX_LIVE                                    live mode from the start: mixed, append, move, or {"rules": [...]} as JSON',
     "  SANDBOX_LIVE_WEBHOOK, SANDBOX_LIVE_WEBHOOK_TOKEN each change POSTed there with the token (the proxy's",
     '                                                  /admin/cache/invalidate and its ADMIN_TOKEN)',
     '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET, JWT_ALGORITHMS, JWT_ISSUER, JWT_AUDIENCE',

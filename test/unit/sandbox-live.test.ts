@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { generateDataset } from '../../src/sandbox/dataset.js';
 import { LiveDataset } from '../../src/sandbox/live.js';
-import { LiveRuleError, mixedWorkload, parseLiveRules } from '../../src/sandbox/live-rules.js';
+import { LIVE_PRESETS, LiveRuleError, mixedWorkload, parseLiveRules } from '../../src/sandbox/live-rules.js';
 import { SEED_RESOURCES } from '../../src/sandbox/resources.js';
 
 const NAMES = SEED_RESOURCES.map((resource) => resource.name);
@@ -106,7 +106,37 @@ describe('live mode', () => {
     ).toThrow(/ids/);
   });
 
+  it('runs the append preset as a log: a new movement per company every 300 ms, nothing else', () => {
+    const { live, advance } = clocked();
+    live.start(parseLiveRules({ preset: 'append' }, NAMES), 1);
+    live.stop();
+    advance(300);
+    live.tick();
+    const changes = live.log.list({ since: 0, limit: 100 });
+    expect(changes.map((change) => [change.resource, change.kind])).toEqual(
+      Array.from({ length: 4 }, () => ['movements', 'append']),
+    );
+    expect(new Set(changes.map((change) => change.company))).toEqual(new Set(['1', '2', '3', 'globex']));
+  });
+
+  it('runs the move preset: 5% of the movements leave their item_type list for the next one', () => {
+    const { live, advance } = clocked();
+    const movements = live.dataset.get('movements') ?? [];
+    live.start(parseLiveRules({ preset: 'move' }, NAMES), 1);
+    live.stop();
+    advance(10_000);
+    live.tick();
+    const changes = live.log.list({ since: 0, limit: 10_000 });
+    expect(changes).toHaveLength(Math.ceil(movements.length * 0.05));
+    for (const change of changes) {
+      expect(change.kind).toBe('move');
+      expect(change.after.item_type).not.toBe(change.before?.item_type);
+    }
+  });
+
   it('reads rules and the mixed preset, and refuses what it cannot take, naming it', () => {
+    for (const name of ['append', 'move'] as const)
+      expect(parseLiveRules({ preset: name }, NAMES)).toEqual(LIVE_PRESETS[name](NAMES));
     expect(parseLiveRules({ preset: 'mixed' }, NAMES)).toEqual(mixedWorkload(NAMES));
     expect(
       parseLiveRules({ rules: [{ resource: 'movements', kind: 'append', everyMs: 500, company: 1 }] }, NAMES),
@@ -118,6 +148,7 @@ describe('live mode', () => {
       [{ rules: [{ resource: 'movements', kind: 'update', everyMs: 500, share: 0 }] }, 'rules[0].share'],
       [{ rules: [{ resource: 'movements', kind: 'update', everyMs: 500, extra: 1 }] }, 'unknown member extra'],
       [{ preset: 'calm' }, 'live mode takes'],
+      [{ preset: 'toString' }, 'live mode takes'],
     ] as const)
       expect(() => parseLiveRules(body, NAMES)).toThrow(message);
     expect(() => parseLiveRules({}, NAMES)).toThrow(LiveRuleError);
