@@ -1,7 +1,8 @@
 /**
  * The load test's freshness figures for people (bench/loadtest-freshness.ts): the same tables as
- * Markdown lines for docs/load-test.md and as a section of the HTML report — one row a variant
- * (answers, stale share, staleness p99, what the upstream served a minute), staleness by the
+ * Markdown lines for docs/load-test.md and as a section of the HTML report — one row a run, a
+ * workload's variant (answers, stale share, staleness p99, what the upstream served a minute, 200s
+ * and 304s, the readers' latency of list pages and of the deep ones), staleness by the
  * replica that answered (the webhook reaches one replica; its readers are on all of them), and, in
  * the HTML, by resource.
  */
@@ -15,27 +16,52 @@ type Table = { readonly header: readonly string[]; readonly rows: readonly (read
 const share = (ratio: number): string => (Number.isFinite(ratio) ? `${fmt(ratio * 100, 1)}%` : 'n/a');
 const seconds = (ms: number): string => `${fmt(ms / 1000, 1)} s`;
 
+const VARIANT_LABELS = {
+  fixed: 'fixed (TTLs alone)',
+  still: 'still (nothing changing)',
+} as const;
+
 function variantLabel(run: LoadtestFreshnessRun, freshness: LoadtestFreshness): string {
-  return run.variant === 'fixed' ? 'fixed (TTLs alone)' : `invalidated (webhook to ${freshness.webhookReplica})`;
+  const how =
+    run.variant === 'invalidated'
+      ? `invalidated (webhook to ${freshness.webhookReplica})`
+      : VARIANT_LABELS[run.variant];
+  return `${run.workload}: ${how}`;
 }
+
+const ms = (value: number): string => (Number.isFinite(value) ? fmt(value, 1) : 'n/a');
 
 /** What the phase did, in a sentence. */
 export function freshnessIntro(freshness: LoadtestFreshness): string {
-  const pages = freshness.runs[0]?.pages ?? 0;
-  return `Freshness: the live sandbox (mixed), ${fmtInt(freshness.perSecond)} req/s Zipf over ${fmtInt(pages)} pages of 4 companies through the balancer to ${String(freshness.replicas)} replicas, ${String(freshness.seconds)} s a variant, each from a cold cache; a stale answer misses a change older than 1 s.`;
+  const workloads = [...new Set(freshness.runs.map((run) => `${run.workload} (${fmtInt(run.pages)} pages)`))];
+  return `Freshness: the live sandbox's workloads ${workloads.join(', ')}, ${fmtInt(freshness.perSecond)} req/s Zipf over their pages of 4 companies through the balancer to ${String(freshness.replicas)} replicas, ${String(freshness.seconds)} s a run, each from a cold cache; a stale answer misses a change older than 1 s; list latency in ms, "deep" past the first page.`;
 }
 
 function variantsTable(freshness: LoadtestFreshness): Table {
   return {
-    header: ['variant', 'answers', 'stale', 'staleness p99', 'upstream req/min', '304s/min', 'KB/min'],
+    header: [
+      'run',
+      'answers',
+      'stale',
+      'staleness p99',
+      'upstream req/min',
+      '200s/min',
+      '304s/min',
+      'list p50',
+      'list p99',
+      'deep p99',
+    ],
     rows: freshness.runs.map((run) => [
       variantLabel(run, freshness),
       fmtInt(run.answers),
       share(run.staleShare),
       seconds(run.p99Ms),
       fmtInt(run.upstreamPerMinute),
+      fmtInt(run.okPerMinute),
       fmtInt(run.notModifiedPerMinute),
-      fmtInt(run.upstreamKbPerMinute),
+      ms(run.listLatency.p50Ms),
+      ms(run.listLatency.p99Ms),
+      run.deepListLatency.answers > 0 ? ms(run.deepListLatency.p99Ms) : 'n/a',
     ]),
   };
 }
@@ -49,7 +75,7 @@ function byGroupTable(
 ): Table {
   const keys = [...new Set(freshness.runs.flatMap((run) => Object.keys(groupsOf(run))))];
   return {
-    header: [name, ...freshness.runs.flatMap((run) => [`${run.variant}: answers`, 'stale', 'p99'])],
+    header: [name, ...freshness.runs.flatMap((run) => [`${run.workload} ${run.variant}: answers`, 'stale', 'p99'])],
     rows: keys.map((key) => [
       label(key),
       ...freshness.runs.flatMap((run) => {

@@ -1,18 +1,22 @@
 /**
  * The load test's freshness phase (docs/load-test.md#freshness): the bench's freshness yardstick
- * (bench/phases/freshness.ts) on the load test's topology. The sandbox runs live with the `mixed`
- * workload (docs/sandbox.md#live-mode) while readers of its four companies read a Zipf mix of list
- * and record pages through the balancer, spread evenly over the replicas, which share one Redis or a
- * Redis Cluster; every answer is judged against the sandbox's change log (bench/lib/freshness.ts).
- * Two variants, each from a cold cache (every company purged) and a fresh live start: `fixed`, the
- * replicas' TTLs alone; `invalidated`, the sandbox also sending each change to the first replica's
+ * (bench/phases/freshness.ts) on the load test's topology. The sandbox runs live with each workload
+ * in turn (bench/lib/workloads.ts: `mixed`, `append`, `move`; LOADTEST_FRESHNESS_WORKLOADS) while
+ * readers of its four companies read a Zipf mix of the workload's pages through the balancer,
+ * spread evenly over the replicas, which share one Redis or a Redis Cluster; every answer is judged
+ * against the sandbox's change log (bench/lib/freshness.ts). Two variants a workload, each from a
+ * cold cache (every company purged) and a fresh live start: `fixed`, the replicas' TTLs alone;
+ * `invalidated`, the sandbox also sending each change to the first replica's
  * `/admin/cache/invalidate` alone — the others hear of it through Redis
- * (docs/cache.md#soft-invalidation), which the staleness of each replica's answers shows.
+ * (docs/cache.md#soft-invalidation), which the staleness of each replica's answers shows. Before the
+ * first workload that reads the log's pages, a `still` run reads them with nothing changing: the
+ * yardstick of their latency.
  *
  * As a program (`node dist-bench/bench/loadtest-freshness.js`, e.g. in the docker-compose `loadgen`
  * image) against a running topology: TARGET_URL (the balancer), ADMIN_URLS (every replica's admin
  * port, the first taking the webhook, in the sandbox's reach), SANDBOX_URL (SANDBOX_CONTROL on),
- * JWT_SECRET, ADMIN_TOKEN (the replicas'), LOADTEST_FRESHNESS_SECONDS, LOADTEST_FRESHNESS_RATE.
+ * JWT_SECRET, ADMIN_TOKEN (the replicas'), LOADTEST_FRESHNESS_SECONDS, LOADTEST_FRESHNESS_RATE,
+ * LOADTEST_FRESHNESS_WORKLOADS.
  */
 import { Agent } from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -28,21 +32,23 @@ import {
   scoreAnswers,
   stalenessTable,
 } from './lib/freshness-figures.js';
-import {
-  type Judged,
-  prepareReaders,
-  type Readers,
-  type ReadPace,
-  readOpenLoop,
-  sandboxFeed,
-  webhookCounts,
-} from './lib/freshness-run.js';
+import { type Judged, type ReadPace, readOpenLoop, sandboxFeed, webhookCounts } from './lib/freshness-run.js';
 import { sandboxControl } from './lib/http.js';
 import { runProgram } from './lib/processes.js';
+import {
+  type FreshnessWorkload,
+  isFreshnessWorkload,
+  type PreparedWorkload,
+  pagesReadBy,
+  prepareWorkload,
+} from './lib/workloads.js';
 
-/** How the replicas learn of changes in a run: their TTLs alone, or the sandbox's webhook too. */
-export type FreshnessVariant = 'fixed' | 'invalidated';
-const FRESHNESS_VARIANTS: readonly FreshnessVariant[] = ['fixed', 'invalidated'];
+/**
+ * How the replicas learn of changes in a run: their TTLs alone, or the sandbox's webhook too;
+ * `still`: nothing changes.
+ */
+export type FreshnessVariant = 'fixed' | 'invalidated' | 'still';
+const FRESHNESS_VARIANTS = ['fixed', 'invalidated'] as const satisfies readonly FreshnessVariant[];
 
 /** The running topology the phase reads through, and what it may ask of it. */
 export interface FreshnessTopology {
@@ -56,6 +62,7 @@ export interface FreshnessTopology {
 }
 
 export interface LoadtestFreshnessRun extends FreshnessFigures {
+  readonly workload: FreshnessWorkload;
   readonly variant: FreshnessVariant;
   /** Staleness by the replica that answered (`proxy1`, …). */
   readonly byReplica: Readonly<Record<string, GroupFreshness>>;
@@ -110,19 +117,25 @@ async function purgeCompanies(adminUrl: string, adminToken: string): Promise<voi
 interface Phase {
   readonly topology: FreshnessTopology;
   readonly pace: ReadPace;
-  readonly readers: Readers;
   readonly replicaOf: (answer: Judged) => string;
 }
 
-async function runVariant(phase: Phase, variant: FreshnessVariant): Promise<LoadtestFreshnessRun> {
-  const { topology, pace, readers } = phase;
+async function runVariant(
+  phase: Phase,
+  workload: FreshnessWorkload,
+  prepared: PreparedWorkload,
+  variant: FreshnessVariant,
+): Promise<LoadtestFreshnessRun> {
+  const { topology, pace } = phase;
+  const { readers } = prepared;
   const [webhookAdmin = ''] = topology.adminUrls;
   await purgeCompanies(webhookAdmin, topology.adminToken);
   const webhook = { url: `${webhookAdmin}/admin/cache/invalidate`, token: topology.adminToken };
-  await sandboxControl(topology.sandboxUrl, 'PUT', 'live', {
-    preset: 'mixed',
-    webhook: variant === 'invalidated' ? webhook : null,
-  });
+  if (variant !== 'still')
+    await sandboxControl(topology.sandboxUrl, 'PUT', 'live', {
+      ...prepared.live,
+      webhook: variant === 'invalidated' ? webhook : null,
+    });
   const agents = Array.from(
     { length: CONNECTIONS_PER_REPLICA * topology.adminUrls.length },
     () => new Agent({ keepAlive: true, maxSockets: 1 }),
@@ -133,11 +146,12 @@ async function runVariant(phase: Phase, variant: FreshnessVariant): Promise<Load
     const answers = await readOpenLoop(agents, topology.balancerUrl, readers, pace);
     const after = await sandboxControl(topology.sandboxUrl, 'GET', 'stats');
     const counts = variant === 'invalidated' ? await webhookCounts(topology.sandboxUrl) : undefined;
-    await sandboxControl(topology.sandboxUrl, 'DELETE', 'live');
+    if (variant !== 'still') await sandboxControl(topology.sandboxUrl, 'DELETE', 'live');
     const feed = await sandboxFeed(topology.sandboxUrl);
     const scored = scoreAnswers(answers, feed);
     const figures = judge({ scored, feed, targets: readers.targets, startedAt, seconds: pace.seconds, before, after });
     return {
+      workload,
       variant,
       ...figures,
       // By name (proxy1, proxy2, …), as the topology lists them.
@@ -153,13 +167,22 @@ async function runVariant(phase: Phase, variant: FreshnessVariant): Promise<Load
   }
 }
 
+const WHAT: Readonly<Record<FreshnessWorkload, string>> = {
+  mixed: 'mixed: 5% of records change every 3 s, 20% every minute',
+  pages: 'pages: 5% of the pages read change every 3 s, 20% every minute',
+  append: "append: a new movement every 300 ms in each company, every page of the movements' lists read",
+  move: "move: 5% of the movements change item_type every 10 s, every page of the movements' lists read",
+};
+
 function printRun(run: LoadtestFreshnessRun, freshness: Omit<LoadtestFreshness, 'runs'>, topologyText: string): void {
   const how =
     run.variant === 'fixed'
       ? 'the TTLs alone'
-      : `the TTLs and each change sent to ${freshness.webhookReplica}'s /admin/cache/invalidate`;
+      : run.variant === 'still'
+        ? 'nothing changing'
+        : `the TTLs and each change sent to ${freshness.webhookReplica}'s /admin/cache/invalidate`;
   say(
-    `freshness (${run.variant}): the live sandbox (mixed: 5% of records change every 3 s, 20% every minute), ${how}; ${topologyText}; ${String(freshness.perSecond)} req/s Zipf over ${String(run.pages)} pages of 4 companies through the balancer, ${String(freshness.seconds)} s`,
+    `freshness (${run.workload}, ${run.variant}): the live sandbox (${WHAT[run.workload]}), ${how}; ${topologyText}; ${String(freshness.perSecond)} req/s Zipf over ${String(run.pages)} pages of 4 companies through the balancer, ${String(freshness.seconds)} s`,
   );
   for (const line of figureLines(run)) say(line);
   for (const line of stalenessTable('replica', run.byReplica)) say(`  ${line}`);
@@ -169,22 +192,26 @@ function printRun(run: LoadtestFreshnessRun, freshness: Omit<LoadtestFreshness, 
     );
 }
 
+/** The runs of one workload: its pages read with nothing changing first when no run has read them yet. */
+function variantsOf(workload: FreshnessWorkload, done: readonly LoadtestFreshnessRun[]): FreshnessVariant[] {
+  const read = done.some((run) => pagesReadBy(run.workload) === pagesReadBy(workload));
+  return [...(pagesReadBy(workload) === 'log-pages' && !read ? (['still'] as const) : []), ...FRESHNESS_VARIANTS];
+}
+
 /**
- * Both variants in turn on the running topology, printed as they end. `topologyText` says what
- * the replicas share (e.g. "3 replicas sharing one Redis"). The sandbox is left with live mode off.
+ * Each workload's variants in turn on the running topology, printed as they end. `topologyText`
+ * says what the replicas share (e.g. "3 replicas sharing one Redis"). The sandbox is left with
+ * live mode off.
  */
 export async function runLoadtestFreshness(
   topology: FreshnessTopology,
-  pace: ReadPace,
+  pace: FreshnessPace,
   topologyText: string,
 ): Promise<LoadtestFreshness> {
-  const setup = new Agent({ keepAlive: true, maxSockets: 8 });
-  const readers = await prepareReaders(setup, topology.sandboxUrl, topology.secret).finally(() => setup.destroy());
   const ids = await replicaIds(topology.adminUrls);
   const phase: Phase = {
     topology,
     pace,
-    readers,
     replicaOf: (answer) => ids.get(answer.requestId.slice(0, 24)) ?? 'another process',
   };
   const freshness = {
@@ -194,19 +221,38 @@ export async function runLoadtestFreshness(
     webhookReplica: replicaName(0),
   };
   const runs: LoadtestFreshnessRun[] = [];
-  for (const variant of FRESHNESS_VARIANTS) {
-    const run = await runVariant(phase, variant);
-    printRun(run, freshness, topologyText);
-    say();
-    runs.push(run);
+  for (const workload of pace.workloads) {
+    const setup = new Agent({ keepAlive: true, maxSockets: 8 });
+    const prepared = await prepareWorkload(workload, setup, topology.sandboxUrl, topology.secret).finally(() =>
+      setup.destroy(),
+    );
+    for (const variant of variantsOf(workload, runs)) {
+      const run = await runVariant(phase, workload, prepared, variant);
+      printRun(run, freshness, topologyText);
+      say();
+      runs.push(run);
+    }
   }
   return { ...freshness, runs };
 }
 
-/** LOADTEST_FRESHNESS_SECONDS (20 a variant; 0: no phase) and LOADTEST_FRESHNESS_RATE (200 req/s). */
-export function freshnessPace(): ReadPace | undefined {
+/** The phase's pace, and the workloads it runs in turn. */
+export interface FreshnessPace extends ReadPace {
+  readonly workloads: readonly FreshnessWorkload[];
+}
+
+/**
+ * LOADTEST_FRESHNESS_SECONDS (20 a variant; 0: no phase), LOADTEST_FRESHNESS_RATE (200 req/s) and
+ * LOADTEST_FRESHNESS_WORKLOADS (`mixed,append,move`).
+ */
+export function freshnessPace(): FreshnessPace | undefined {
   const seconds = envInt('LOADTEST_FRESHNESS_SECONDS', 20, 0, 3_600);
-  return seconds === 0 ? undefined : { seconds, perSecond: envInt('LOADTEST_FRESHNESS_RATE', 200, 1, 5_000) };
+  if (seconds === 0) return undefined;
+  const names = (envText('LOADTEST_FRESHNESS_WORKLOADS') ?? 'mixed,append,move').split(',').map((w) => w.trim());
+  const workloads = names.filter(isFreshnessWorkload);
+  if (workloads.length === 0 || workloads.length !== names.length)
+    throw new TypeError('LOADTEST_FRESHNESS_WORKLOADS: mixed, pages, append or move, comma-separated');
+  return { seconds, perSecond: envInt('LOADTEST_FRESHNESS_RATE', 200, 1, 5_000), workloads };
 }
 
 async function main(): Promise<number> {

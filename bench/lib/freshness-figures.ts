@@ -6,7 +6,7 @@
  * that a report's JSON holds them as they are.
  */
 import { fmt, fmtInt, textTable } from './format.js';
-import { type ChangeFeed, staleness } from './freshness.js';
+import { type ChangeFeed, staleness, windowHolds } from './freshness.js';
 import type { Judged, Target } from './freshness-run.js';
 import { LatencyHistogram } from './stats.js';
 
@@ -22,18 +22,31 @@ export interface GroupFreshness {
   readonly maxMs: number;
 }
 
+/** How long readers waited for a group of answers (list pages; deep ones, past the first), ms. */
+export interface ReadLatency {
+  readonly answers: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
 export interface FreshnessFigures {
   readonly answers: number;
   readonly staleShare: number;
   readonly p99Ms: number;
+  /** Every request the upstream answered, a minute; of them 304s, and the rest (200s). */
   readonly upstreamPerMinute: number;
   readonly notModifiedPerMinute: number;
+  readonly okPerMinute: number;
+  /** The readers' latency of list pages, and of the deep ones (a cursor past the first page). */
+  readonly listLatency: ReadLatency;
+  readonly deepListLatency: ReadLatency;
   readonly upstreamKbPerMinute: number;
   readonly byResource: Readonly<Record<string, GroupFreshness>>;
   /**
    * Changes the upstream made that a page read could show, per minute: for each page read, the
-   * changes of its company and resource (a list) or of its record, during the run. With the cold
-   * misses (one per page), what an invalidated run may ask of the upstream at most.
+   * changes of its company and resource whose record lies in its keyset window as last read (a
+   * list; its filters aside, which the proxy does not judge) or of its record, during the run. With
+   * the cold misses (one per page), what an invalidated run needs of the upstream.
    */
   readonly pageChangesPerMinute: number;
   /** Pages read (each a cold miss once). */
@@ -104,14 +117,24 @@ function pathOf(cacheStatus: string): string {
 }
 
 /** Changes made since `from` that each target could show, summed (`pageChangesPerMinute`). */
-function pageChanges(targets: readonly Target[], feed: ChangeFeed, from: number): number {
+function pageChanges(targets: readonly Target[], scored: readonly Scored[], feed: ChangeFeed, from: number): number {
+  const lastRead = new Map<string, Judged>();
+  for (const { answer } of scored) lastRead.set(answer.path, answer);
   let sum = 0;
   for (const target of targets) {
+    const read = lastRead.get(target.path);
     const changes = feed.of(target.company, target.resource).filter((change) => change.at >= from);
-    const { read } = target;
-    sum += read.kind === 'list' ? changes.length : changes.filter((change) => change.id === read.id).length;
+    // A page never answered: every change of its collection could have shown on it.
+    sum += read === undefined ? changes.length : changes.filter((change) => windowHolds(read, change.id)).length;
   }
   return sum;
+}
+
+/** The latency of the answers `chosen` picks. */
+function readLatency(scored: readonly Scored[], chosen: (answer: Judged) => boolean): ReadLatency {
+  const histogram = new LatencyHistogram();
+  for (const { answer } of scored) if (chosen(answer)) histogram.record(answer.latencyMs);
+  return { answers: histogram.count, p50Ms: histogram.percentileMs(50), p99Ms: histogram.percentileMs(99) };
 }
 
 export function judge(run: JudgedRun): FreshnessFigures {
@@ -135,9 +158,12 @@ export function judge(run: JudgedRun): FreshnessFigures {
     p99Ms: all.percentileMs(99),
     upstreamPerMinute: (a.served - b.served) * perMinute,
     notModifiedPerMinute: (a.notModified - b.notModified) * perMinute,
+    okPerMinute: (a.served - b.served - (a.notModified - b.notModified)) * perMinute,
+    listLatency: readLatency(run.scored, (answer) => answer.read.kind === 'list'),
+    deepListLatency: readLatency(run.scored, (answer) => answer.read.kind === 'list' && answer.read.afterId > 0),
     upstreamKbPerMinute: ((a.responseBytes - b.responseBytes) * perMinute) / 1024,
     byResource: groupStaleness(run.scored, (answer) => answer.resource),
-    pageChangesPerMinute: (pageChanges(run.targets, run.feed, run.startedAt) * 60) / run.seconds,
+    pageChangesPerMinute: (pageChanges(run.targets, run.scored, run.feed, run.startedAt) * 60) / run.seconds,
     pages: run.targets.length,
     staleByPath,
   };
@@ -166,7 +192,8 @@ export function figureLines(figures: FreshnessFigures): string[] {
     .sort((x, y) => y[1] - x[1])
     .map(([path, n]) => `${path}: ${fmtInt(n)}`);
   return [
-    `  ${fmtInt(figures.answers)} answers, ${fmt(figures.staleShare * 100, 1)}% stale (a change older than 1 s missing), staleness p99 ${fmt(figures.p99Ms / 1000, 1)} s; upstream ${fmtInt(figures.upstreamPerMinute)} requests/min (${fmtInt(figures.notModifiedPerMinute)} 304s), ${fmtInt(figures.upstreamKbPerMinute)} KB/min`,
+    `  ${fmtInt(figures.answers)} answers, ${fmt(figures.staleShare * 100, 1)}% stale (a change older than 1 s missing), staleness p99 ${fmt(figures.p99Ms / 1000, 1)} s; upstream ${fmtInt(figures.upstreamPerMinute)} requests/min (${fmtInt(figures.okPerMinute)} 200s, ${fmtInt(figures.notModifiedPerMinute)} 304s), ${fmtInt(figures.upstreamKbPerMinute)} KB/min`,
+    `  list pages read in p50 ${fmt(figures.listLatency.p50Ms, 1)} ms, p99 ${fmt(figures.listLatency.p99Ms, 1)} ms (${fmtInt(figures.listLatency.answers)} answers)${figures.deepListLatency.answers > 0 ? `; past the first page p50 ${fmt(figures.deepListLatency.p50Ms, 1)} ms, p99 ${fmt(figures.deepListLatency.p99Ms, 1)} ms (${fmtInt(figures.deepListLatency.answers)})` : ''}`,
     ...stalenessTable('resource', figures.byResource).map((line) => `  ${line}`),
     `  the changes could show on pages ${fmtInt(figures.pageChangesPerMinute)} times a minute; with ${fmtInt(figures.pages)} cold misses, the most an invalidated run needs of the upstream`,
     ...(paths.length > 0 ? [`  stale answers by Cache-Status: ${paths.join('; ')}`] : []),

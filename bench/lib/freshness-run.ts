@@ -21,10 +21,16 @@ export interface Target {
 }
 
 /**
- * An answer with the proxy's `Cache-Status` for it (which path served a stale one) and its
- * `X-Request-Id` (which replica answered).
+ * An answer to a target's request, with the proxy's `Cache-Status` for it (which path served a
+ * stale one), its `X-Request-Id` (which replica answered) and the ms from its request sent to its
+ * body read.
  */
-export type Judged = Answered & { readonly cacheStatus: string; readonly requestId: string };
+export type Judged = Answered & {
+  readonly path: string;
+  readonly cacheStatus: string;
+  readonly requestId: string;
+  readonly latencyMs: number;
+};
 
 /** The pages read and a bearer token for each company. */
 export interface Readers {
@@ -94,27 +100,37 @@ function targetsOf(companies: readonly string[], firstIds: ReadonlyMap<string, r
   );
 }
 
-/** Every sandbox company's token, and its pages: the first ids are asked of the sandbox itself. */
-export async function prepareReaders(agent: Agent, sandboxUrl: string, secret: string): Promise<Readers> {
-  const companies = SANDBOX_COMPANIES.map(String);
+/** A bearer token for each sandbox company. */
+export async function readerTokens(secret: string): Promise<Map<string, string>> {
   const tokens = new Map<string, string>();
-  for (const company of companies) tokens.set(company, `Bearer ${await mintDevToken({ company, secret })}`);
+  for (const company of SANDBOX_COMPANIES.map(String))
+    tokens.set(company, `Bearer ${await mintDevToken({ company, secret })}`);
+  return tokens;
+}
+
+/** Each company's first list page of each resource and its first three records, asked of the sandbox itself. */
+export async function firstPageTargets(
+  agent: Agent,
+  sandboxUrl: string,
+  tokens: ReadonlyMap<string, string>,
+): Promise<Target[]> {
   const firstIds = new Map<string, number[]>();
-  for (const company of companies)
+  for (const [company, token] of tokens)
     for (const resource of RESOURCE_NAMES) {
-      const page = await fetchJson(
-        agent,
-        sandboxUrl,
-        `${API_PREFIX}/${resource}?per_page=3`,
-        tokens.get(company) ?? '',
-      );
+      const page = await fetchJson(agent, sandboxUrl, `${API_PREFIX}/${resource}?per_page=3`, token);
       const data = (page.body as { data?: Array<{ id: number }> } | undefined)?.data ?? [];
       firstIds.set(
         `${company}/${resource}`,
         data.map((record) => record.id),
       );
     }
-  return { targets: targetsOf(companies, firstIds), tokens };
+  return targetsOf([...tokens.keys()], firstIds);
+}
+
+/** Every sandbox company's token, and its first pages (firstPageTargets). */
+export async function prepareReaders(agent: Agent, sandboxUrl: string, secret: string): Promise<Readers> {
+  const tokens = await readerTokens(secret);
+  return { targets: await firstPageTargets(agent, sandboxUrl, tokens), tokens };
 }
 
 /**
@@ -147,12 +163,14 @@ export async function readOpenLoop(
       const target = order[pick()]?.target;
       const agent = agents[sent++ % agents.length];
       if (target === undefined || agent === undefined) continue;
+      const sentAt = performance.now();
       pending.push(
         fetchJson(agent, base, target.path, tokens.get(target.company) ?? '').then((answer) => {
           if (answer.status === 200)
             answers.push({
               ...target,
               servedAt: Date.now(),
+              latencyMs: performance.now() - sentAt,
               body: answer.body,
               cacheStatus: answer.cacheStatus,
               requestId: answer.requestId,

@@ -56,10 +56,19 @@ function belongs(answer: Answered, change: LoggedChange, lastId: number | undefi
   return answer.read.filters.every(([name, value]) => String(change.after[name]) === value);
 }
 
-/** Whether the page may show the record at all: its id on the page's range (a record page: its own). */
-function inRange(answer: Answered, change: LoggedChange, lastId: number | undefined, hasMore: boolean): boolean {
-  if (answer.read.kind === 'record') return change.id === answer.read.id;
-  return change.id > answer.read.afterId && !(hasMore && lastId !== undefined && change.id > lastId);
+/**
+ * Whether the page may show the record at all: its id in the page's keyset window, past its cursor
+ * and, when it has more, not past its last record (docs/cache.md#window-marks; a record page: its own).
+ */
+function inRange(answer: Answered, id: number, lastId: number | undefined, hasMore: boolean): boolean {
+  if (answer.read.kind === 'record') return id === answer.read.id;
+  return id > answer.read.afterId && !(hasMore && lastId !== undefined && id > lastId);
+}
+
+/** Whether a change of record `id` could show on the answer's page, by its window alone (its filters aside). */
+export function windowHolds(answer: Answered, id: number): boolean {
+  const { records, hasMore } = recordsOf(answer.body);
+  return inRange(answer, id, records.at(-1)?.id, hasMore);
 }
 
 /** Ms since the oldest change made before the answer and not reflected in it; 0 when none. */
@@ -71,7 +80,7 @@ export function staleness(answer: Answered, changes: readonly LoggedChange[]): n
   for (const change of changes) {
     if (change.at > answer.servedAt || change.company !== answer.company || change.resource !== answer.resource)
       continue;
-    if (!inRange(answer, change, lastId, hasMore)) continue;
+    if (!inRange(answer, change.id, lastId, hasMore)) continue;
     const record = held.get(change.id);
     const changedAt = String(change.after.updated_at ?? '');
     const reflected =

@@ -1,12 +1,14 @@
 /**
- * Freshness (docs/benchmarks.md#freshness): the live sandbox changes its records by the `mixed`
- * workload (docs/sandbox.md#live-mode) while readers of four companies read a Zipf mix of list and
- * record pages through a proxy; every answer is judged against the change log
- * (bench/lib/freshness.ts). Each variant starts its own sandbox and proxy from the same seed:
- * `fixed`, the shipped TTLs alone (the yardstick); `invalidated`, the same TTLs with the sandbox
- * sending each change to the proxy's `/admin/cache/invalidate` (docs/cache.md#soft-invalidation).
- * Reported per variant: the share of stale answers (a change older than 1 s missing), staleness by
- * resource, and what the upstream served per minute; judged: the invalidated run's targets.
+ * Freshness (docs/benchmarks.md#freshness): the live sandbox changes its records by a workload
+ * (bench/lib/workloads.ts: `mixed`, `pages`, `append`, `move`) while readers of four companies read
+ * a Zipf mix of its pages through a proxy; every answer is judged against the change log
+ * (bench/lib/freshness.ts). Each run starts its own sandbox and proxy from the same seed: `fixed`,
+ * the shipped TTLs alone (the yardstick); `invalidated`, the same TTLs with the sandbox sending each
+ * change to the proxy's `/admin/cache/invalidate` (docs/cache.md#soft-invalidation); `auto`,
+ * automatic lifetimes; `still`, nothing changing (the readers' latency without changes). Reported
+ * per run: the share of stale answers (a change older than 1 s missing), staleness by resource,
+ * what the upstream served per minute (200s, 304s) and the readers' latency of list pages; judged:
+ * the invalidated and automatic runs' targets.
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -17,13 +19,14 @@ import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 import { envInt } from '../lib/env.js';
 import { fmtInt, say } from '../lib/format.js';
 import { type FreshnessFigures, figureLines, judge, scoreAnswers } from '../lib/freshness-figures.js';
-import { prepareReaders, readOpenLoop, sandboxFeed, webhookCounts } from '../lib/freshness-run.js';
+import { readOpenLoop, sandboxFeed, webhookCounts } from '../lib/freshness-run.js';
 import { sandboxControl } from '../lib/http.js';
-import { pageWorkloadRules } from '../lib/page-workload.js';
 import { CLIENT_CPU, SERVER_CPU, scratchDir, stop } from '../lib/processes.js';
 import { startProxy, startSandbox } from '../lib/services.js';
+import { type FreshnessWorkload, prepareWorkload } from '../lib/workloads.js';
 
 export type { FreshnessFigures } from '../lib/freshness-figures.js';
+export type { FreshnessWorkload } from '../lib/workloads.js';
 
 export interface FreshnessSettings {
   readonly seconds: number;
@@ -40,15 +43,9 @@ export interface FreshnessSettings {
 /**
  * How the proxy learns of changes in a run: its shipped TTLs alone (`fixed`), the sandbox's
  * webhook too (`invalidated`), or each page's own lifetime (`auto`: every resource with `autoTtl`,
- * docs/cache.md#automatic-lifetimes).
+ * docs/cache.md#automatic-lifetimes); `still`: the workload's pages read with nothing changing.
  */
-export type FreshnessVariant = 'fixed' | 'invalidated' | 'auto';
-
-/**
- * What changes: `mixed`, the sandbox's preset (records: 5% every 3 s, 20% every minute), or
- * `pages` (bench/lib/page-workload.ts: 5% of the pages read every 3 s, 20% every minute).
- */
-export type FreshnessWorkload = 'mixed' | 'pages';
+export type FreshnessVariant = 'fixed' | 'invalidated' | 'auto' | 'still';
 
 /** The automatic lifetimes the `auto` variant gives every resource, seconds. */
 export const AUTO_TTL = { min: 1, max: 300 } as const;
@@ -57,19 +54,31 @@ export const AUTO_TTL = { min: 1, max: 300 } as const;
 export const AUTO_STALE_RATIO = 0.5;
 export const AUTO_P99_RATIO = 0.5;
 
-/** The invalidated run's targets: stale answers and staleness p99 at most these. */
+/** The invalidated runs' targets: stale answers and staleness p99 at most these. */
 export const INVALIDATED_STALE_SHARE = 0.01;
 export const INVALIDATED_P99_MS = 1_000;
+/** The invalidated runs' upstream requests at most this × (the changes' pages + cold misses). */
+export const INVALIDATED_UPSTREAM_RATIO = 1.2;
+/** The invalidated runs' list pages' latency p99 at most this × the same pages' with nothing changing. */
+export const INVALIDATED_LIST_P99_RATIO = 2;
 
 /**
- * The runs of the phase, in order: the shipped TTLs and invalidations on the `mixed` workload, the
- * shipped TTLs and automatic lifetimes on the `pages` workload.
+ * The runs of the phase, in order: the shipped TTLs and invalidations on the `mixed` workload; on
+ * the `pages` workload nothing changing, the shipped TTLs, invalidations and automatic lifetimes;
+ * the log's pages with nothing changing; the shipped TTLs and invalidations on `append` and `move`.
  */
 export const FRESHNESS_RUNS = {
   fixed: ['fixed', 'mixed'],
   invalidated: ['invalidated', 'mixed'],
+  pagesStill: ['still', 'pages'],
   pagesFixed: ['fixed', 'pages'],
+  pagesInvalidated: ['invalidated', 'pages'],
   pagesAuto: ['auto', 'pages'],
+  logStill: ['still', 'append'],
+  appendFixed: ['fixed', 'append'],
+  appendInvalidated: ['invalidated', 'append'],
+  moveFixed: ['fixed', 'move'],
+  moveInvalidated: ['invalidated', 'move'],
 } as const satisfies Readonly<Record<string, readonly [FreshnessVariant, FreshnessWorkload]>>;
 
 export type FreshnessRuns = Readonly<Record<keyof typeof FRESHNESS_RUNS, FreshnessFigures>>;
@@ -111,6 +120,11 @@ function writeConfig(dir: string, variant: FreshnessVariant, settings: Freshness
   return file;
 }
 
+/** The `pages` workload's fixed and automatic lifetimes are read unmeasured first, to their steady state. */
+function warmsUp(variant: FreshnessVariant, workload: FreshnessWorkload, settings: FreshnessSettings): boolean {
+  return workload === 'pages' && (variant === 'fixed' || variant === 'auto') && settings.warmupSeconds > 0;
+}
+
 export async function runFreshness(
   settings: FreshnessSettings,
   nodeFlags: readonly string[],
@@ -133,12 +147,11 @@ export async function runFreshness(
   });
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   try {
-    const readers = await prepareReaders(agent, sandbox.url, secret);
+    const { readers, live } = await prepareWorkload(workload, agent, sandbox.url, secret);
     const webhook = { url: `${proxy.adminUrl}/admin/cache/invalidate`, token: adminToken };
-    const changes =
-      workload === 'mixed' ? { preset: 'mixed' } : { rules: await pageWorkloadRules(agent, sandbox.url, readers) };
-    await sandboxControl(sandbox.url, 'PUT', 'live', { ...changes, ...(variant === 'invalidated' && { webhook }) });
-    if (workload === 'pages' && settings.warmupSeconds > 0)
+    if (variant !== 'still')
+      await sandboxControl(sandbox.url, 'PUT', 'live', { ...live, ...(variant === 'invalidated' && { webhook }) });
+    if (warmsUp(variant, workload, settings))
       await readOpenLoop([agent], proxy.url, readers, { ...settings, seconds: settings.warmupSeconds });
     const before = await sandboxControl(sandbox.url, 'GET', 'stats');
     const startedAt = Date.now();
@@ -169,26 +182,25 @@ export async function runFreshness(
 
 /** Every run of FRESHNESS_RUNS in its order, each followed by a blank line. */
 export async function runFreshnessRuns(nodeFlags: readonly string[]): Promise<FreshnessRuns> {
-  const run = async ([variant, workload]: readonly [FreshnessVariant, FreshnessWorkload]) => {
-    const figures = await runFreshness(freshnessSettings(), nodeFlags, variant, workload);
+  const runs: Partial<Record<keyof typeof FRESHNESS_RUNS, FreshnessFigures>> = {};
+  for (const [name, [variant, workload]] of Object.entries(FRESHNESS_RUNS)) {
+    runs[name as keyof typeof FRESHNESS_RUNS] = await runFreshness(freshnessSettings(), nodeFlags, variant, workload);
     say();
-    return figures;
-  };
-  const fixed = await run(FRESHNESS_RUNS.fixed);
-  const invalidated = await run(FRESHNESS_RUNS.invalidated);
-  const pagesFixed = await run(FRESHNESS_RUNS.pagesFixed);
-  const pagesAuto = await run(FRESHNESS_RUNS.pagesAuto);
-  return { fixed, invalidated, pagesFixed, pagesAuto };
+  }
+  return runs as FreshnessRuns;
 }
 
 const HOW: Readonly<Record<FreshnessVariant, string>> = {
   fixed: 'the shipped TTLs',
   invalidated: 'the shipped TTLs and each change sent to /admin/cache/invalidate',
   auto: `automatic lifetimes (${String(AUTO_TTL.min)}-${String(AUTO_TTL.max)} s)`,
+  still: 'the shipped TTLs, nothing changing',
 };
 const WHAT: Readonly<Record<FreshnessWorkload, string>> = {
   mixed: 'mixed: 5% of records change every 3 s, 20% every minute',
   pages: 'pages: 5% of the pages read change every 3 s, 20% every minute, the rest never',
+  append: "append: a new movement every 300 ms in each company, read on every page of the movements' lists",
+  move: "move: 5% of the movements change item_type every 10 s, read on every page of the movements' lists",
 };
 
 function report(
@@ -198,7 +210,7 @@ function report(
   workload: FreshnessWorkload,
 ): void {
   say(
-    `freshness (${variant}, ${workload}): the live sandbox (${WHAT[workload]}), ${HOW[variant]}${variant === 'auto' ? ` under a ceiling of ${String(settings.autoCeiling)} early refreshes a second` : ''}, ${String(settings.perSecond)} req/s Zipf over ${String(figures.pages)} pages of 4 companies, ${String(settings.seconds)} s${workload === 'pages' && settings.warmupSeconds > 0 ? ` after ${String(settings.warmupSeconds)} s read unmeasured` : ''}`,
+    `freshness (${variant}, ${workload}): the live sandbox (${WHAT[workload]}), ${HOW[variant]}${variant === 'auto' ? ` under a ceiling of ${String(settings.autoCeiling)} early refreshes a second` : ''}, ${String(settings.perSecond)} req/s Zipf over ${String(figures.pages)} pages of 4 companies, ${String(settings.seconds)} s${warmsUp(variant, workload, settings) ? ` after ${String(settings.warmupSeconds)} s read unmeasured` : ''}`,
   );
   for (const line of figureLines(figures)) say(line);
 }

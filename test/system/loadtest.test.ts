@@ -59,6 +59,7 @@ const singleRun = (): Promise<Run> =>
     LOADTEST_WALKERS: String(WALKERS),
     LOADTEST_WALKER_THINK_MS: '10',
     LOADTEST_FRESHNESS_SECONDS: '2',
+    LOADTEST_FRESHNESS_WORKLOADS: 'mixed,move',
   }));
 
 describe('npm run loadtest', () => {
@@ -131,15 +132,23 @@ describe('npm run loadtest', () => {
 
     // The freshness phase: each variant read through the balancer, each answer by the replica that gave it.
     const runs = report.freshness?.runs ?? [];
-    expect(runs.map((run) => run.variant)).toEqual(['fixed', 'invalidated']);
+    expect(runs.map((run) => `${run.workload} ${run.variant}`)).toEqual([
+      'mixed fixed',
+      'mixed invalidated',
+      'move still',
+      'move fixed',
+      'move invalidated',
+    ]);
+    // The log's pages are read deep: past the first page of each list.
+    for (const run of runs.slice(2)) expect(run.deepListLatency.answers).toBeGreaterThan(0);
     for (const run of runs) {
       expect(run.answers).toBeGreaterThan(0);
       expect(Object.keys(run.byReplica)).toEqual(['proxy1', 'proxy2']);
       for (const replica of Object.values(run.byReplica)) expect(replica.answers).toBeGreaterThan(0);
     }
-    expect(runs[1]?.webhook?.dropped).toBe(0);
+    for (const run of runs.filter((r) => r.variant === 'invalidated')) expect(run.webhook?.dropped).toBe(0);
     expect(report.freshness?.webhookReplica).toBe('proxy1');
-    expect(stdout).toMatch(/^\| invalidated \(webhook to proxy1\) \| [\d,]+ \| [\d.]+% \| /m);
+    expect(stdout).toMatch(/^\| mixed: invalidated \(webhook to proxy1\) \| [\d,]+ \| [\d.]+% \| /m);
     expect(stdout).toMatch(/^\| proxy2 \| /m);
   }, 45_000);
 

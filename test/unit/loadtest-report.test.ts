@@ -68,7 +68,12 @@ const group = (answers: number, stale: number, p99Ms: number): GroupFreshness =>
 
 function freshnessRun(variant: LoadtestFreshnessRun['variant'], stale: number, p99Ms: number): LoadtestFreshnessRun {
   return {
+    workload: variant === 'still' ? 'append' : 'mixed',
     variant,
+    okPerMinute: 570,
+    listLatency: { answers: 1000, p50Ms: 1.25, p99Ms: 8 },
+    deepListLatency:
+      variant === 'still' ? { answers: 600, p50Ms: 1.5, p99Ms: 9.5 } : { answers: 0, p50Ms: 0, p99Ms: 0 },
     answers: 3000,
     staleShare: stale / 3000,
     p99Ms,
@@ -89,7 +94,7 @@ const freshness: LoadtestFreshness = {
   perSecond: 200,
   replicas: 2,
   webhookReplica: 'proxy1',
-  runs: [freshnessRun('fixed', 900, 18_000), freshnessRun('invalidated', 0, 600)],
+  runs: [freshnessRun('fixed', 900, 18_000), freshnessRun('invalidated', 0, 600), freshnessRun('still', 0, 0)],
 };
 
 describe('the load test report', () => {
@@ -129,14 +134,25 @@ describe('the load test report', () => {
     expect(loadtestMarkdown(report).join('\n')).not.toContain('Freshness');
   });
 
-  it('adds the freshness figures: a row a variant, staleness by replica, and by resource in the page', () => {
+  it("adds the freshness figures: a row a workload's run, staleness by replica, and by resource in the page", () => {
     const withFreshness: LoadtestReport = { ...report, freshness };
     const lines = loadtestMarkdown(withFreshness);
-    expect(lines).toContain('| variant | answers | stale | staleness p99 | upstream req/min | 304s/min | KB/min |');
-    expect(lines).toContain('| fixed (TTLs alone) | 3,000 | 30.0% | 18.0 s | 600 | 30 | 1,200 |');
-    expect(lines).toContain('| invalidated (webhook to proxy1) | 3,000 | 0.0% | 0.6 s | 600 | 30 | 1,200 |');
-    expect(lines).toContain('| proxy1 (takes the webhook) | 1,500 | 30.0% | 18.0 s | 1,500 | 0.0% | 0.6 s |');
-    expect(lines).toContain('| proxy2 | 1,500 | 30.0% | 18.0 s | 1,500 | 0.0% | 0.6 s |');
+    expect(lines).toContain(
+      '| run | answers | stale | staleness p99 | upstream req/min | 200s/min | 304s/min | list p50 | list p99 | deep p99 |',
+    );
+    expect(lines).toContain(
+      '| mixed: fixed (TTLs alone) | 3,000 | 30.0% | 18.0 s | 600 | 570 | 30 | 1.3 | 8.0 | n/a |',
+    );
+    expect(lines).toContain(
+      '| mixed: invalidated (webhook to proxy1) | 3,000 | 0.0% | 0.6 s | 600 | 570 | 30 | 1.3 | 8.0 | n/a |',
+    );
+    expect(lines).toContain(
+      '| append: still (nothing changing) | 3,000 | 0.0% | 0.0 s | 600 | 570 | 30 | 1.3 | 8.0 | 9.5 |',
+    );
+    expect(lines).toContain(
+      '| proxy1 (takes the webhook) | 1,500 | 30.0% | 18.0 s | 1,500 | 0.0% | 0.6 s | 1,500 | 0.0% | 0.0 s |',
+    );
+    expect(lines).toContain('| proxy2 | 1,500 | 30.0% | 18.0 s | 1,500 | 0.0% | 0.6 s | 1,500 | 0.0% | 0.0 s |');
     expect(lines).toContain('The webhook: 1,200 changes delivered to proxy1, 0 dropped.');
     const page = renderLoadtestHtml(withFreshness);
     for (const id of ['freshness', 'freshness-replicas', 'freshness-resources'])

@@ -136,7 +136,7 @@ describe('live mode', () => {
 
   it('reads rules and the mixed preset, and refuses what it cannot take, naming it', () => {
     for (const name of ['append', 'move'] as const)
-      expect(parseLiveRules({ preset: name }, NAMES)).toEqual(LIVE_PRESETS[name](NAMES));
+      expect(parseLiveRules({ preset: name }, NAMES)).toEqual(LIVE_PRESETS[name]());
     expect(parseLiveRules({ preset: 'mixed' }, NAMES)).toEqual(mixedWorkload(NAMES));
     expect(
       parseLiveRules({ rules: [{ resource: 'movements', kind: 'append', everyMs: 500, company: 1 }] }, NAMES),
