@@ -22,6 +22,7 @@ import { Agent } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_COMPANIES } from '../src/sandbox/dataset.js';
 import { envInt, envText } from './lib/env.js';
+import { awaitLifetimes, dropFedLifetimes, FED_TTL, raiseFedLifetimes } from './lib/fed-lifetimes.js';
 import { fmtInt, say } from './lib/format.js';
 import {
   type FreshnessFigures,
@@ -129,6 +130,10 @@ async function runVariant(
   const { topology, pace } = phase;
   const { readers } = prepared;
   const [webhookAdmin = ''] = topology.adminUrls;
+  if (variant === 'invalidated') {
+    await raiseFedLifetimes(webhookAdmin, topology.adminToken);
+    await awaitLifetimes(topology.adminUrls, topology.adminToken, FED_TTL);
+  }
   await purgeCompanies(webhookAdmin, topology.adminToken);
   const webhook = { url: `${webhookAdmin}/admin/cache/invalidate`, token: topology.adminToken };
   if (variant !== 'still')
@@ -164,6 +169,10 @@ async function runVariant(
     };
   } finally {
     for (const agent of agents) agent.destroy();
+    if (variant === 'invalidated') {
+      await dropFedLifetimes(webhookAdmin, topology.adminToken);
+      await awaitLifetimes(topology.adminUrls, topology.adminToken, undefined);
+    }
   }
 }
 
@@ -180,7 +189,7 @@ function printRun(run: LoadtestFreshnessRun, freshness: Omit<LoadtestFreshness, 
       ? 'the TTLs alone'
       : run.variant === 'still'
         ? 'nothing changing'
-        : `the TTLs and each change sent to ${freshness.webhookReplica}'s /admin/cache/invalidate`;
+        : `each change sent to ${freshness.webhookReplica}'s /admin/cache/invalidate, every TTL raised to ${String(FED_TTL)} s`;
   say(
     `freshness (${run.workload}, ${run.variant}): the live sandbox (${WHAT[run.workload]}), ${how}; ${topologyText}; ${String(freshness.perSecond)} req/s Zipf over ${String(run.pages)} pages of 4 companies through the balancer, ${String(freshness.seconds)} s`,
   );

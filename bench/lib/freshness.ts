@@ -2,8 +2,9 @@
  * How stale an answer is, judged against the live sandbox's change log (docs/sandbox.md#live-mode):
  * the time since the oldest change it does not reflect was made, 0 when it reflects every change
  * made before it was served. A change to a record is reflected when the answer holds that record as
- * of the change or later (`updated_at`), or, for a record the change took out of the page (a status
- * moved away from the page's filter), when the answer does not hold it as it was before.
+ * of the change or later (`updated_at`), or, for a record the answer does not hold, when the
+ * record's latest state does not belong on the page (a status moved away from the page's filter;
+ * a later move supersedes an earlier one).
  */
 
 /** A change as `GET /__sandbox/changes` lists it (the fields judged here). */
@@ -71,21 +72,52 @@ export function windowHolds(answer: Answered, id: number): boolean {
   return inRange(answer, id, records.at(-1)?.id, hasMore);
 }
 
+/**
+ * When the answer stopped being right about one record, given the record's changes made before it
+ * was served (oldest first), or undefined while it is right. A record the answer holds is right
+ * until the first change after the version held (`updated_at`). A record it does not hold is right
+ * while the record does not belong on the page: wrong since the first of the trailing changes after
+ * which it belongs (a record moved in, then out again, is right once more; moved out, then in, is
+ * wrong since it came back).
+ */
+function wrongSince(
+  answer: Answered,
+  changes: readonly LoggedChange[],
+  held: PageRecord | undefined,
+  lastId: number | undefined,
+  hasMore: boolean,
+): number | undefined {
+  if (held !== undefined) {
+    const heldAt = String(held.updated_at ?? '');
+    return changes.find((change) => String(change.after.updated_at ?? '') > heldAt)?.at;
+  }
+  let since: number | undefined;
+  for (let i = changes.length - 1; i >= 0; i--) {
+    const change = changes[i];
+    if (change === undefined || !belongs(answer, change, lastId, hasMore)) break;
+    since = change.at;
+  }
+  return since;
+}
+
 /** Ms since the oldest change made before the answer and not reflected in it; 0 when none. */
 export function staleness(answer: Answered, changes: readonly LoggedChange[]): number {
   const { records, hasMore } = recordsOf(answer.body);
   const held = new Map(records.map((record) => [record.id, record]));
   const lastId = records.at(-1)?.id;
-  let oldest: number | undefined;
+  const byRecord = new Map<number, LoggedChange[]>();
   for (const change of changes) {
     if (change.at > answer.servedAt || change.company !== answer.company || change.resource !== answer.resource)
       continue;
     if (!inRange(answer, change.id, lastId, hasMore)) continue;
-    const record = held.get(change.id);
-    const changedAt = String(change.after.updated_at ?? '');
-    const reflected =
-      record === undefined ? !belongs(answer, change, lastId, hasMore) : String(record.updated_at ?? '') >= changedAt;
-    if (!reflected && (oldest === undefined || change.at < oldest)) oldest = change.at;
+    const list = byRecord.get(change.id) ?? [];
+    list.push(change);
+    byRecord.set(change.id, list);
+  }
+  let oldest: number | undefined;
+  for (const [id, list] of byRecord) {
+    const since = wrongSince(answer, list, held.get(id), lastId, hasMore);
+    if (since !== undefined && (oldest === undefined || since < oldest)) oldest = since;
   }
   return oldest === undefined ? 0 : answer.servedAt - oldest;
 }

@@ -4,7 +4,8 @@
  * a Zipf mix of its pages through a proxy; every answer is judged against the change log
  * (bench/lib/freshness.ts). Each run starts its own sandbox and proxy from the same seed: `fixed`,
  * the shipped TTLs alone (the yardstick); `invalidated`, the same TTLs with the sandbox sending each
- * change to the proxy's `/admin/cache/invalidate` (docs/cache.md#soft-invalidation); `auto`,
+ * change to the proxy's `/admin/cache/invalidate` (docs/cache.md#soft-invalidation) and every TTL
+ * raised to a safety net's (bench/lib/fed-lifetimes.ts); `auto`,
  * automatic lifetimes; `still`, nothing changing (the readers' latency without changes). Reported
  * per run: the share of stale answers (a change older than 1 s missing), staleness by resource,
  * what the upstream served per minute (200s, 304s) and the readers' latency of list pages; judged:
@@ -17,6 +18,7 @@ import { join } from 'node:path';
 import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
 import { envInt } from '../lib/env.js';
+import { awaitLifetimes, FED_TTL, raiseFedLifetimes } from '../lib/fed-lifetimes.js';
 import { fmtInt, say } from '../lib/format.js';
 import { type FreshnessFigures, figureLines, judge, scoreAnswers } from '../lib/freshness-figures.js';
 import { readOpenLoop, sandboxFeed, webhookCounts } from '../lib/freshness-run.js';
@@ -149,6 +151,10 @@ export async function runFreshness(
   try {
     const { readers, live } = await prepareWorkload(workload, agent, sandbox.url, secret);
     const webhook = { url: `${proxy.adminUrl}/admin/cache/invalidate`, token: adminToken };
+    if (variant === 'invalidated') {
+      await raiseFedLifetimes(proxy.adminUrl, adminToken);
+      await awaitLifetimes([proxy.adminUrl], adminToken, FED_TTL);
+    }
     if (variant !== 'still')
       await sandboxControl(sandbox.url, 'PUT', 'live', { ...live, ...(variant === 'invalidated' && { webhook }) });
     if (warmsUp(variant, workload, settings))
@@ -192,7 +198,7 @@ export async function runFreshnessRuns(nodeFlags: readonly string[]): Promise<Fr
 
 const HOW: Readonly<Record<FreshnessVariant, string>> = {
   fixed: 'the shipped TTLs',
-  invalidated: 'the shipped TTLs and each change sent to /admin/cache/invalidate',
+  invalidated: `each change sent to /admin/cache/invalidate, every TTL raised to ${String(FED_TTL)} s`,
   auto: `automatic lifetimes (${String(AUTO_TTL.min)}-${String(AUTO_TTL.max)} s)`,
   still: 'the shipped TTLs, nothing changing',
 };

@@ -56,6 +56,16 @@ describe('staleness', () => {
     );
   });
 
+  it('judges a record it does not hold by its latest state: moved in then out is right, out then in is not', () => {
+    const without12 = listAnswer([{ id: 10, status: 'draft', updated_at: iso(T + 1_000) }], T + 5_000);
+    const inThenOut = [movedIn, change(4, T + 4_000, 12, { status: 'in_transit' })];
+    expect(staleness(without12, inThenOut)).toBe(0);
+    const outThenIn = [change(4, T + 1_500, 12, { status: 'in_transit' }), movedIn];
+    expect(staleness(without12, outThenIn)).toBe(2_000);
+    const inTwice = [change(4, T + 2_500, 12, { status: 'draft' }), movedIn];
+    expect(staleness(without12, inTwice)).toBe(2_500);
+  });
+
   it('ignores changes after it was served, of other companies, and past a full page', () => {
     const answer = listAnswer([{ id: 5, status: 'draft', updated_at: iso(T) }], T + 5_000, true);
     expect(staleness(answer, [change(4, T + 6_000, 5, { status: 'draft' })])).toBe(0);
