@@ -17,9 +17,10 @@ const ADVISE_COMMAND: Command = {
     'usage: npm run -s advise -- [--admin <url>] [--token <admin token>] [--target <seconds>] [--help] [--version]',
     "Prints a replica's freshness advice per resource: its TTL, how often its pages change, the share of",
     'refreshes that found them unchanged, refreshes and upstream kilobytes (1000 bytes) per minute, the',
-    'estimated share of reads served stale now, and the TTL that keeps the expected staleness of a read',
-    'within the target (default 5 s). --admin is the admin port (default http://127.0.0.1:9090); the',
-    'token is ADMIN_TOKEN unless --token is given.',
+    'estimated share of reads served stale now (missing a change older than 1 s, stale-while-revalidate',
+    'and the wait for a read past the TTL counted), and the TTL that keeps the expected staleness of a',
+    'read within the target (default 5 s). --admin is the admin port (default http://127.0.0.1:9090);',
+    'the token is ADMIN_TOKEN unless --token is given.',
   ].join('\n'),
 };
 /** How long the operator API has to answer, ms. */

@@ -10,7 +10,7 @@ import type { CacheAddress } from '../cache/entry/cache-key.js';
 import { FreshnessLedger } from '../cache/freshness/freshness-ledger.js';
 import { AutoRefreshBudget } from '../cache/read/auto-refresh-budget.js';
 import type { Origin } from '../cache/read/origin.js';
-import { CachePolicies } from '../cache/read/policy.js';
+import { CachePolicies, type EffectivePolicy } from '../cache/read/policy.js';
 import { createReadService, type ReadService } from '../cache/read/read-service.js';
 import type { OperatorControl } from '../control/operator-control.js';
 import { type CacheParts, createCacheParts } from './cache-parts.js';
@@ -41,7 +41,12 @@ export function wireReads(
   closers.add('cache store', () => cache.store.close());
   closers.add('fill coordinator', () => cache.coordinator.close());
   closers.add('change channel', () => cache.channel?.close());
-  const freshness = new FreshnessLedger({ now, metrics });
+  const freshness = new FreshnessLedger({
+    now,
+    metrics,
+    refreshAhead: config.cache.refresh.ahead,
+    staleWindowOf: (resource) => staleWindowOf(policies.policyFor(resource)),
+  });
   const autoBudget = new AutoRefreshBudget({
     perReplica: config.cache.autoTtl.maxRefreshesPerSecond,
     perFleet: config.cache.autoTtl.fleetMaxRefreshesPerSecond,
@@ -69,6 +74,16 @@ export function wireReads(
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
   });
   return { policies, cache, reads, freshness };
+}
+
+/**
+ * How long past the TTL in force a page is served while one refresh runs, seconds, as the read
+ * service serves it: the policy's stale-while-revalidate, no longer than the lifetime for a page
+ * with a lifetime of its own (docs/cache.md#automatic-lifetimes). What the freshness advice's stale
+ * share counts (docs/cache.md#freshness-advice).
+ */
+function staleWindowOf(policy: EffectivePolicy): number {
+  return policy.autoTtl === undefined ? policy.staleWhileRevalidate : Math.min(policy.staleWhileRevalidate, policy.ttl);
 }
 
 /**

@@ -6,7 +6,7 @@
  * `/admin/cache/freshness` and of the gauges comes from the refreshes the proxy really made.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectedStaleness } from '../../src/cache/freshness/freshness-advice.js';
+import { expectedStaleness, staleReadShare } from '../../src/cache/freshness/freshness-advice.js';
 import { API_PREFIX } from '../../src/catalog/resources.js';
 import { type ProxyHandle, startProxy } from '../helpers/env.js';
 import { getWithToken, type RawResponse, send } from '../helpers/http.js';
@@ -82,6 +82,7 @@ interface Advice {
   readonly unchanged_share: number | null;
   readonly upstream_bytes_per_minute: number;
   readonly change_interval_seconds: number | null;
+  readonly refresh_wait_seconds: number | null;
   readonly stale_share_estimate: number | null;
   readonly suggested_ttl_seconds: number | null;
   readonly last_modified_interval_seconds: number | null;
@@ -98,6 +99,8 @@ let proxy: ProxyHandle;
 let clock: number;
 /** The change rate the proxy's refreshes of receipts imply: 6 refreshes held 15 s, one changed. */
 const RECEIPTS_RATE = Math.log(6.5 / 5.5) / 15;
+/** How long each refreshed copy of receipts outlived its TTL: read 15 s after it was stored. */
+const RECEIPTS_WAIT = 5;
 
 function read(page: string, bearer: string): Promise<RawResponse> {
   const [resource, perPage] = page.split(':');
@@ -158,8 +161,10 @@ describe('GET /admin/cache/freshness', () => {
       note: null,
     });
     expect(receipts?.change_interval_seconds).toBeCloseTo(1 / RECEIPTS_RATE, 6);
-    const x = RECEIPTS_RATE * 10;
-    expect(receipts?.stale_share_estimate).toBeCloseTo(1 - (1 - Math.exp(-x)) / x, 9);
+    expect(receipts?.refresh_wait_seconds).toBe(RECEIPTS_WAIT);
+    // Each copy served 10 s, then no stale window: the read 5 s later waited for its refresh.
+    const cycle = { ttl: 10, staleWindow: 0, ahead: 0, wait: RECEIPTS_WAIT };
+    expect(receipts?.stale_share_estimate).toBeCloseTo(staleReadShare(RECEIPTS_RATE, cycle), 9);
     const suggested = receipts?.suggested_ttl_seconds ?? 0;
     expect(expectedStaleness(RECEIPTS_RATE, suggested)).toBeLessThanOrEqual(5);
     expect(expectedStaleness(RECEIPTS_RATE, suggested + 1)).toBeGreaterThan(5);
@@ -223,6 +228,29 @@ describe('GET /admin/cache/freshness', () => {
         method: 'DELETE',
         headers: [['authorization', `Bearer ${ADMIN_TOKEN}`]],
       });
+      expect(deleted.status).toBe(204);
+    }
+  });
+
+  it('counts the stale window in force: reads served stale while a refresh runs', async () => {
+    const receiptsOf = async (): Promise<Advice | undefined> =>
+      ((await admin('/admin/cache/freshness')).json() as Answer).resources.find((r) => r.resource === 'receipts');
+    const before = await receiptsOf();
+    const headers: Array<[string, string]> = [['authorization', `Bearer ${ADMIN_TOKEN}`]];
+    const put = await send(proxy.adminUrl ?? '', '/admin/cache/ttl/receipts', {
+      method: 'PUT',
+      headers: [...headers, ['content-type', 'application/json']],
+      body: '{"staleWhileRevalidate":30}',
+    });
+    expect(put.status).toBe(200);
+    try {
+      const after = await receiptsOf();
+      expect(after?.change_interval_seconds).toBe(before?.change_interval_seconds);
+      const cycle = { ttl: 10, staleWindow: 30, ahead: 0, wait: RECEIPTS_WAIT };
+      expect(after?.stale_share_estimate).toBeCloseTo(staleReadShare(RECEIPTS_RATE, cycle), 9);
+      expect(after?.stale_share_estimate).toBeGreaterThan(before?.stale_share_estimate ?? 1);
+    } finally {
+      const deleted = await send(proxy.adminUrl ?? '', '/admin/cache/ttl/receipts', { method: 'DELETE', headers });
       expect(deleted.status).toBe(204);
     }
   });

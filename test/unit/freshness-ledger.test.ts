@@ -8,9 +8,15 @@
 import { describe, expect, it } from 'vitest';
 import { type CacheAddress, cacheAddress } from '../../src/cache/entry/cache-key.js';
 import type { CacheEntry } from '../../src/cache/entry/entry.js';
-import { changeRate, NO_CHANGE_NOTE, NO_REFRESH_NOTE } from '../../src/cache/freshness/freshness-advice.js';
+import {
+  changeRate,
+  NO_CHANGE_NOTE,
+  NO_REFRESH_NOTE,
+  staleReadShare,
+} from '../../src/cache/freshness/freshness-advice.js';
 import { FreshnessLedger, WINDOW_MINUTES } from '../../src/cache/freshness/freshness-ledger.js';
 import type { FillObservation } from '../../src/cache/read/fill-result.js';
+import { refreshAheadAt } from '../../src/cache/read/refresh-ahead.js';
 import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { ProxyError } from '../../src/errors/proxy-error.js';
 import { canonicaliseTarget } from '../helpers/canonicalise.js';
@@ -84,6 +90,26 @@ describe('the freshness ledger', () => {
     expect(receipts?.unchangedShare).toBeCloseTo(2 / 3, 12);
     const rate = changeRate({ refreshes: 3, changed: 1, heldSeconds: 120 }) ?? 0;
     expect(receipts?.changeIntervalSeconds).toBeCloseTo(1 / rate, 9);
+  });
+
+  it('measures how long refreshed copies outlived their refresh point, and judges the stale share by it', () => {
+    // Copies of a 30 s TTL refreshed 34 s and 40 s after they were stored: 4 s and 10 s past the TTL.
+    const plain = new FreshnessLedger({ now: () => START, staleWindowOf: () => 20 });
+    plain.observe(refreshed('receipts?per_page=1', START + 34_000, 'modified', 34_000));
+    plain.observe(refreshed('receipts?per_page=2', START + 40_000, 'not_modified', 40_000));
+    const [receipts] = plain.advice(5, ttlOf, START + 50_000).resources;
+    expect(receipts?.refreshWaitSeconds).toBe(7);
+    const rate = changeRate({ refreshes: 2, changed: 1, heldSeconds: 74 }) ?? 0;
+    const cycle = { ttl: TTL, staleWindow: 20, ahead: 0, wait: 7 };
+    expect(receipts?.staleShareEstimate).toBeCloseTo(staleReadShare(rate, cycle), 12);
+    // Refreshed ahead: the wait counts from each copy's own point in the last fifth of its TTL.
+    const ahead = new FreshnessLedger({ now: () => START, refreshAhead: 0.2 });
+    const observation = refreshed('receipts?per_page=1', START + 29_000, 'not_modified', 29_000);
+    ahead.observe(observation);
+    const point = refreshAheadAt(observation.address.key, START, START + TTL * 1000, 0.2);
+    expect(point).toBeLessThan(START + 29_000);
+    const [early] = ahead.advice(5, ttlOf, START + 50_000).resources;
+    expect(early?.refreshWaitSeconds).toBeCloseTo((START + 29_000 - point) / 1000, 9);
   });
 
   it('lists only resources with fills in the window, in catalog order, each with its own TTL', () => {

@@ -1,8 +1,10 @@
 /**
  * The model behind the freshness advice (docs/cache.md#freshness-advice): a page changes upstream
  * as a Poisson process of rate λ (changes per second), and a cached copy is fetched, then served
- * for its TTL t. From the refreshes a replica made it estimates λ, and from λ and t what share of
- * reads a TTL serves stale, how stale they are on average, and which TTL meets a target staleness.
+ * as the read service serves it: fresh for its TTL t, refreshed by a read past its refresh point,
+ * served stale while that refresh runs. From the refreshes a replica made it estimates λ and how
+ * long a copy outlives its refresh point, and from them and the policy what share of reads are
+ * served stale, how stale they are on average, and which TTL meets a target staleness.
  * Pure arithmetic: nothing here holds state or reads a clock; the counts come from the ledger
  * (freshness-ledger.ts).
  */
@@ -46,17 +48,81 @@ export function changeRate(sample: RefreshSample): number | undefined {
 }
 
 /**
- * The share of reads a TTL of `ttl` seconds serves stale at change rate `rate`. A read comes at a
- * uniformly random point u of the copy's life [0, t]; it is stale when the page changed since the
- * fetch, with probability 1 - e^{-λu}; averaged over u: 1 - (1 - e^{-λt}) / (λt), about λt/2 for
- * λt small. A TTL of 0 keeps nothing, so serves nothing stale.
+ * A read missing a change younger than this is not counted stale, seconds: the bench's judge of a
+ * stale answer (STALE_AFTER_MS in bench/lib/freshness-figures.ts, docs/benchmarks.md#freshness),
+ * so that the estimate and the measured share count the same reads.
  */
-export function staleReadShare(rate: number, ttl: number): number {
-  const x = rate * ttl;
-  if (x <= 0) return 0;
-  // The series where 1 - (1 - e^{-x})/x would cancel to nothing in floating point.
-  if (x < 1e-4) return x / 2 - (x * x) / 6 + (x * x * x) / 24;
-  return 1 + Math.expm1(-x) / x;
+export const STALE_AFTER_SECONDS = 1;
+
+/** How a resource's copies are served, seconds (docs/cache.md: freshness, refresh ahead). */
+export interface ServingPolicy {
+  /** The freshness lifetime in force. */
+  readonly ttl: number;
+  /** How long past it a copy is served while one refresh runs: stale-while-revalidate. */
+  readonly staleWindow: number;
+  /** The last fraction of the lifetime in which a read refreshes a copy ahead (`cache.refresh.ahead`). */
+  readonly ahead: number;
+}
+
+/** A copy's cycle: its policy, and how long it outlives its refresh point. */
+export interface CopyCycle extends ServingPolicy {
+  /**
+   * The mean time from a copy's refresh point to the refreshed copy, seconds: the wait for a read
+   * past the point, and the refresh's own time (the ledger's measure of the readers).
+   */
+  readonly wait: number;
+}
+
+/**
+ * The share of reads served stale (missing a change older than `grace`) at change rate `rate`, as
+ * read-service.ts serves a copy (docs/cache.md#freshness-advice). A copy serves fresh hits until
+ * its refresh point P = t(1 - ahead/2) (refresh-ahead.ts's point, averaged over pages); the first
+ * read past P starts one refresh and is served the copy (stale-while-revalidate once past t); the
+ * refreshed copy replaces it X later: that read's wait and the refresh, taken as exponential with
+ * the measured mean m. A read past t + staleWindow waits for the fill, and is fresh. Reads come as
+ * a Poisson stream, so they see time averages (PASTA), and by renewal-reward the share is
+ * E[∫ s(a) da over the cycle] / E[cycle], the cycle being P + X and s(a) = 1 - e^{-λ(a - grace)}
+ * the chance that a read at age a misses a change older than the grace (0 before the grace and
+ * past t + staleWindow): (∫_0^P s + ∫_P^{t+staleWindow} s(a) e^{-(a-P)/m} da) / (P + m).
+ * A TTL of 0 keeps nothing, so serves nothing stale.
+ */
+export function staleReadShare(rate: number, cycle: CopyCycle, grace = STALE_AFTER_SECONDS): number {
+  const { ttl, staleWindow, ahead, wait } = cycle;
+  if (rate <= 0 || ttl <= 0) return 0;
+  const point = ttl * (1 - ahead / 2);
+  const servedUntil = ttl + staleWindow;
+  const wanting = Math.max(0, wait);
+  const stale = staleUntil(rate, point - grace) + staleWhileWaiting(rate, point, wanting, servedUntil, grace);
+  return stale / (point + wanting);
+}
+
+/**
+ * ∫_0^y (1 - e^{-λv}) dv = y - (1 - e^{-λy}) / λ: the stale reads of the span `y` seconds past the
+ * grace of a copy's life (0 for none), per read a second.
+ */
+function staleUntil(rate: number, y: number): number {
+  if (y <= 0) return 0;
+  const x = rate * y;
+  // The series where y - (1 - e^{-x})/λ would cancel to nothing in floating point.
+  if (x < 1e-4) return y * (x / 2 - (x * x) / 6 + (x * x * x) / 24);
+  return y + Math.expm1(-x) / rate;
+}
+
+/**
+ * E[∫_P^{P+X} s(a) da] for X exponential of mean `wait`, s cut at `servedUntil`: ∫ s(a) e^{-(a-P)/m}
+ * da from `from` = max(P, grace) on. With a = from + v, s(a) = before + (1 - before)(1 - e^{-λv}),
+ * `before` the chance a change came by `from`, so the integral is closed.
+ */
+function staleWhileWaiting(rate: number, point: number, wait: number, servedUntil: number, grace: number): number {
+  const from = Math.max(point, grace);
+  const span = servedUntil - from;
+  if (wait <= 0 || span <= 0) return 0;
+  const k = 1 / wait;
+  const reached = Math.exp(-k * (from - point));
+  const before = -Math.expm1(-rate * (from - grace));
+  const within = -Math.expm1(-k * span) / k;
+  const changing = within + Math.expm1(-(rate + k) * span) / (rate + k);
+  return reached * (before * within + (1 - before) * changing);
 }
 
 /**
@@ -64,7 +130,9 @@ export function staleReadShare(rate: number, ttl: number): number {
  * a read of an unchanged page). For a read at u, the first change after the fetch came at s < u
  * with density λe^{-λs}, so the read is u - s stale: E[u] = u - (1 - e^{-λu})/λ. Averaged over a
  * uniform u in [0, t]: E(t) = t/2 - 1/λ + (1 - e^{-λt}) / (λ²t), about λt²/6 for λt small and
- * t/2 - 1/λ for λt large. It rises with t, from 0 without bound.
+ * t/2 - 1/λ for λt large. It rises with t, from 0 without bound. It keeps the plain cycle (a copy
+ * served for t, then replaced at once, no grace): the suggested TTL does not count the readers'
+ * wait or the stale window, which `staleReadShare` does (docs/cache.md#freshness-advice).
  */
 export function expectedStaleness(rate: number, ttl: number): number {
   const x = rate * ttl;
@@ -111,6 +179,11 @@ export interface WindowTotals {
   readonly unchanged: number;
   readonly changed: number;
   readonly heldSeconds: number;
+  /**
+   * How long each refreshed copy outlived its refresh point (its TTL's end, or its refresh-ahead
+   * point), summed, seconds: the wait for a read past it, and the refresh.
+   */
+  readonly waitedSeconds: number;
   /** Body bytes the upstream sent, every fill. */
   readonly bytes: number;
   /** Refreshes whose answer carried a later `Last-Modified` than the copy held, and the gaps summed. */
@@ -129,7 +202,9 @@ export interface ResourceFreshness {
   readonly upstreamBytesPerMinute: number;
   /** 1/λ; null until a refresh has found a change. */
   readonly changeIntervalSeconds: number | null;
-  /** Reads served stale at the TTL in force (`staleReadShare`); null without a refresh. */
+  /** The mean of a refreshed copy's wait past its refresh point (`CopyCycle.wait`); null without a refresh. */
+  readonly refreshWaitSeconds: number | null;
+  /** Reads served stale under the policy in force (`staleReadShare`); null without a refresh. */
   readonly staleShareEstimate: number | null;
   /** The TTL meeting the target (`suggestedTtl`); null until a refresh has found a change. */
   readonly suggestedTtlSeconds: number | null;
@@ -143,25 +218,27 @@ export const NO_REFRESH_NOTE = 'no refresh seen yet: nothing to judge the TTL by
 export const NO_CHANGE_NOTE = 'no change seen: the TTL can grow';
 export const ALWAYS_CHANGED_NOTE = 'every refresh found a change: changes may come more often than shown';
 
-/** A resource's advice from its window's totals, the TTL in force and the target staleness. */
+/** A resource's advice from its window's totals, the policy in force and the target staleness. */
 export function adviceFor(
   resource: ResourceName,
   totals: WindowTotals,
-  ttlSeconds: number,
+  serving: ServingPolicy,
   targetSeconds: number,
   windowMinutes: number,
 ): ResourceFreshness {
   const rate = changeRate({ refreshes: totals.refreshes, changed: totals.changed, heldSeconds: totals.heldSeconds });
   const changing = rate !== undefined && totals.changed > 0;
+  const wait = totals.refreshes === 0 ? undefined : totals.waitedSeconds / totals.refreshes;
   return {
     resource,
-    ttlSeconds,
+    ttlSeconds: serving.ttl,
     refreshesPerMinute: totals.refreshes / windowMinutes,
     fillsPerMinute: totals.fills / windowMinutes,
     unchangedShare: totals.refreshes === 0 ? null : totals.unchanged / totals.refreshes,
     upstreamBytesPerMinute: totals.bytes / windowMinutes,
     changeIntervalSeconds: changing ? 1 / rate : null,
-    staleShareEstimate: rate === undefined ? null : staleReadShare(rate, ttlSeconds),
+    refreshWaitSeconds: wait ?? null,
+    staleShareEstimate: rate === undefined || wait === undefined ? null : staleReadShare(rate, { ...serving, wait }),
     suggestedTtlSeconds: changing ? suggestedTtl(rate, targetSeconds) : null,
     lastModifiedIntervalSeconds:
       totals.lastModifiedChanges === 0 ? null : totals.lastModifiedSeconds / totals.lastModifiedChanges,

@@ -9,6 +9,7 @@
 import { RESOURCE_NAMES, type ResourceName } from '../../catalog/resources.js';
 import type { Metrics } from '../../observability/metrics.js';
 import type { FillObservation } from '../read/fill-result.js';
+import { refreshAheadAt } from '../read/refresh-ahead.js';
 import { adviceFor, type ResourceFreshness, type WindowTotals } from './freshness-advice.js';
 
 /** The window of the advice: this many one-minute buckets, the current one included. */
@@ -31,6 +32,16 @@ export interface FreshnessLedgerOptions {
   readonly now: () => number;
   /** Counts the upstream's body bytes per resource (`slab_proxy_upstream_fill_bytes_total`). */
   readonly metrics?: Pick<Metrics, 'upstreamFillBytes'> | undefined;
+  /**
+   * The last fraction of a copy's lifetime in which a read refreshes it ahead (`cache.refresh.ahead`,
+   * as the read service is given it); 0 (the default): once stale.
+   */
+  readonly refreshAhead?: number | undefined;
+  /**
+   * How long past its TTL a resource's copy is served while one refresh runs, seconds (the policy's
+   * stale-while-revalidate in force); none by default: a read past the TTL waits for the fill.
+   */
+  readonly staleWindowOf?: ((resource: ResourceName) => number) | undefined;
 }
 
 /** One minute of one resource's fills. */
@@ -42,6 +53,7 @@ interface MinuteCounts {
   unchanged: number;
   changed: number;
   heldMs: number;
+  waitedMs: number;
   bytes: number;
   lastModifiedChanges: number;
   lastModifiedMs: number;
@@ -51,10 +63,14 @@ export class FreshnessLedger {
   readonly #rings = new Map<ResourceName, MinuteCounts[]>();
   readonly #startedAt: number;
   readonly #metrics: Pick<Metrics, 'upstreamFillBytes'> | undefined;
+  readonly #ahead: number;
+  readonly #staleWindowOf: (resource: ResourceName) => number;
 
   constructor(options: FreshnessLedgerOptions) {
     this.#startedAt = options.now();
     this.#metrics = options.metrics;
+    this.#ahead = options.refreshAhead ?? 0;
+    this.#staleWindowOf = options.staleWindowOf ?? (() => 0);
   }
 
   /** The buckets held, every resource's together: at most resources × `WINDOW_MINUTES`. */
@@ -78,6 +94,10 @@ export class FreshnessLedger {
     }
     counts.refreshes++;
     counts.heldMs += Math.max(0, at - previous.storedAt);
+    // Past the point where a read could start this refresh (refresh-ahead.ts, the copy's own): the
+    // wait for that read and the refresh, what the stale share's cycle needs of the readers.
+    const point = refreshAheadAt(address.key, previous.storedAt, previous.freshUntil, this.#ahead);
+    counts.waitedMs += Math.max(0, at - point);
     if (outcome === 'modified') counts.changed++;
     else counts.unchanged++;
     const gap = lastModifiedGap(previous.lastModified, observation.lastModified);
@@ -89,7 +109,8 @@ export class FreshnessLedger {
 
   /**
    * The advice at `now`, for each resource with fills in the window (catalog order): its figures
-   * over the window, judged against `targetSeconds` of expected staleness under the TTL `ttlOf` it.
+   * over the window, judged against `targetSeconds` of expected staleness under the TTL `ttlOf` it,
+   * its stale window and the refresh-ahead fraction.
    */
   advice(targetSeconds: number, ttlOf: (resource: ResourceName) => number, now: number): FreshnessAdvice {
     const current = Math.floor(now / MINUTE_MS);
@@ -100,7 +121,8 @@ export class FreshnessLedger {
       const ring = this.#rings.get(resource);
       const totals = ring === undefined ? undefined : totalsOf(ring, current);
       if (totals === undefined || totals.fills + totals.refreshes === 0) continue;
-      resources.push(adviceFor(resource, totals, ttlOf(resource), targetSeconds, windowSeconds / 60));
+      const serving = { ttl: ttlOf(resource), staleWindow: this.#staleWindowOf(resource), ahead: this.#ahead };
+      resources.push(adviceFor(resource, totals, serving, targetSeconds, windowSeconds / 60));
     }
     return { resources, windowSeconds, targetSeconds };
   }
@@ -131,6 +153,7 @@ function emptyMinute(minute: number): MinuteCounts {
     unchanged: 0,
     changed: 0,
     heldMs: 0,
+    waitedMs: 0,
     bytes: 0,
     lastModifiedChanges: 0,
     lastModifiedMs: 0,
@@ -147,6 +170,7 @@ function totalsOf(ring: readonly MinuteCounts[], current: number): WindowTotals 
     sum.unchanged += counts.unchanged;
     sum.changed += counts.changed;
     sum.heldMs += counts.heldMs;
+    sum.waitedMs += counts.waitedMs;
     sum.bytes += counts.bytes;
     sum.lastModifiedChanges += counts.lastModifiedChanges;
     sum.lastModifiedMs += counts.lastModifiedMs;
@@ -157,6 +181,7 @@ function totalsOf(ring: readonly MinuteCounts[], current: number): WindowTotals 
     unchanged: sum.unchanged,
     changed: sum.changed,
     heldSeconds: sum.heldMs / 1000,
+    waitedSeconds: sum.waitedMs / 1000,
     bytes: sum.bytes,
     lastModifiedChanges: sum.lastModifiedChanges,
     lastModifiedSeconds: sum.lastModifiedMs / 1000,

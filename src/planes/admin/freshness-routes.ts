@@ -56,6 +56,7 @@ function asJson(advice: ResourceFreshness) {
     unchanged_share: advice.unchangedShare,
     upstream_bytes_per_minute: advice.upstreamBytesPerMinute,
     change_interval_seconds: advice.changeIntervalSeconds,
+    refresh_wait_seconds: advice.refreshWaitSeconds,
     stale_share_estimate: advice.staleShareEstimate,
     suggested_ttl_seconds: advice.suggestedTtlSeconds,
     last_modified_interval_seconds: advice.lastModifiedIntervalSeconds,
