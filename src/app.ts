@@ -14,6 +14,7 @@ import type { FileConfig } from './config/schema.js';
 import type { OperatorControl } from './control/operator-control.js';
 import { createMetrics } from './observability/metrics.js';
 import { registerSecret } from './observability/secrets.js';
+import type { FeedReread } from './planes/admin/feed-credentials.js';
 import type { DataPlaneOptions } from './planes/data/data-plane.js';
 import type { RedisSettings } from './platform/redis/connection.js';
 import { Closers } from './wiring/closers.js';
@@ -23,6 +24,7 @@ import { wireCredentials } from './wiring/credentials.js';
 import type { Foundation, ProxyAppOptions } from './wiring/foundation.js';
 import { ReplicaLifecycle } from './wiring/lifecycle.js';
 import { observeParts } from './wiring/observed.js';
+import { wireOperatorAccess } from './wiring/operator-access.js';
 import { wireReads } from './wiring/reads.js';
 import type { ReplicaParts } from './wiring/replica-parts.js';
 import { wireServers } from './wiring/servers.js';
@@ -52,6 +54,11 @@ export interface ProxyApp {
    */
   reload(file: FileConfig): string[];
   /**
+   * Reads `INVALIDATE_TOKEN_FILE` again (`SIGHUP`, beside the config file): its tokens are the
+   * change feed's from then on; an unreadable or empty file keeps those in force.
+   */
+  rereadInvalidateTokens(): Promise<FeedReread>;
+  /**
    * Shuts down: `/readyz` turns 503 `draining` at once; the client port keeps serving for
    * `delayMs` (default 0) so that load balancers see the replica leave before it stops accepting;
    * then it drains (in-flight requests end within `drainMs`, default 10 s) and closes everything.
@@ -60,8 +67,10 @@ export interface ProxyApp {
 }
 
 export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp> {
-  // No log line may hold the admin token, wherever a client puts it (docs/operations.md#logs).
+  // No log line may hold the admin token or the change feed's, wherever a client puts it
+  // (docs/operations.md#logs); the feed's file tokens are registered as they are read.
   if (options.adminToken !== undefined) registerSecret(options.adminToken);
+  if (options.invalidateToken !== undefined) registerSecret(options.invalidateToken);
   const foundation: Foundation = {
     options,
     config: options.config,
@@ -70,6 +79,8 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     metrics: createMetrics(options.processMetrics === false ? { processMetrics: false } : {}),
     closers: new Closers(),
   };
+  // First: a token file that cannot be read stops the start before a connection is made.
+  const access = wireOperatorAccess(foundation);
   const lifecycle = new ReplicaLifecycle();
   const configInForce = new ConfigInForce(options.config);
   const shared = wireShared(foundation);
@@ -77,7 +88,17 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
   const credentials = wireCredentials(foundation, shared, control);
   const upstream = wireUpstream(foundation, shared, control, configInForce);
   const reads = wireReads(foundation, shared, control, configInForce, upstream.origin);
-  const wired: ReplicaParts = { foundation, lifecycle, configInForce, shared, control, credentials, upstream, reads };
+  const wired: ReplicaParts = {
+    foundation,
+    access,
+    lifecycle,
+    configInForce,
+    shared,
+    control,
+    credentials,
+    upstream,
+    reads,
+  };
   observeParts(wired);
   const servers = wireServers(wired);
   return {
@@ -90,6 +111,7 @@ export async function createProxyApp(options: ProxyAppOptions): Promise<ProxyApp
     parts: wired,
     listen: (listen) => startServing(wired, servers, listen),
     reload: (file) => configInForce.reload(file),
+    rereadInvalidateTokens: () => access.feed?.reread() ?? Promise.resolve('unchanged'),
     close: (closeOptions = {}) => stopServing(wired, servers, closeOptions),
   };
 }

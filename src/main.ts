@@ -35,6 +35,9 @@ const PROXY_COMMAND: Command = {
     '  PORT (8080), HOST (0.0.0.0)            the client port and its bind address',
     '  ADMIN_PORT (9090)                      /healthz, /readyz, /metrics',
     '  ADMIN_TOKEN                            enables the operator API (/admin/*) behind this bearer token',
+    '  INVALIDATE_TOKEN, INVALIDATE_TOKEN_FILE',
+    '                                         tokens that may only POST /admin/cache/invalidate (a change feed);',
+    '                                         the file holds one a line, re-read on SIGHUP and when it changes',
     '  UPSTREAM_URL                           the system of record; unset: the embedded sandbox',
     '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET',
     '                                         the token key source: exactly one, required with UPSTREAM_URL',
@@ -49,7 +52,7 @@ const PROXY_COMMAND: Command = {
     '                                         OpenTelemetry traces over OTLP/HTTP; unset: no tracing',
     '  OTEL_SERVICE_NAME (slab-ops-proxy), OTEL_TRACES_SAMPLER (parentbased_always_on),',
     '  OTEL_TRACES_SAMPLER_ARG (1.0), OTEL_SDK_DISABLED (true: no tracing)',
-    'Signals: SIGTERM or SIGINT drain and stop; SIGHUP reads CONFIG_FILE again.',
+    'Signals: SIGTERM or SIGINT drain and stop; SIGHUP reads CONFIG_FILE and INVALIDATE_TOKEN_FILE again.',
     'A bad variable or config file stops the start with exit code 2 and names it.',
   ].join('\n'),
 };
@@ -161,7 +164,9 @@ async function announce(
 /**
  * SIGTERM and SIGINT: SHUTDOWN_DELAY_SECONDS, then DRAIN_SECONDS; a shutdown still running after
  * both and a margin (a hung close) exits with 1 rather than never. SIGHUP: nginx's reload, the file
- * is read again; a bad one changes nothing and says why.
+ * is read again; a bad one changes nothing and says why. The change feed's token file is read
+ * again beside it, whatever the config file holds: an unreadable or empty one keeps the tokens in
+ * force and says why (docs/operations.md#the-change-feed).
  */
 function handleSignals(
   app: ProxyApp,
@@ -194,6 +199,7 @@ function handleSignals(
       });
   };
   const reload = (): void => {
+    void app.rereadInvalidateTokens();
     let next: Config;
     try {
       next = loadConfig(process.env);
@@ -232,10 +238,13 @@ async function main(): Promise<void> {
         controlUrl: config.env.controlRedisUrl,
       },
       adminToken: config.env.adminToken,
+      invalidateToken: config.env.invalidateToken,
+      invalidateTokenFile: config.env.invalidateTokenFile,
       tracing: tracing?.tracing,
     });
   } catch (error) {
-    fail(`cannot start: ${messageOf(error)}`);
+    // The change feed's token file is read here, and a bad one is a bad setting like any other.
+    fail(error instanceof ConfigError ? `configuration error: ${error.message}` : `cannot start: ${messageOf(error)}`);
   }
   const ports = await listen(app, config, logger);
   const facts = startFacts({

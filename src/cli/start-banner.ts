@@ -1,6 +1,6 @@
 /**
  * What `npm start` says once it serves (docs/operations.md#reload-start-and-shutdown): the address, the admin port and
- * whether the operator API is on, the upstream, the cache store the app actually built (in-process,
+ * whether the operator API is on, where the change feed's tokens come from (never a token), the upstream, the cache store the app actually built (in-process,
  * Redis or Redis Cluster), the key source and where traces go. The embedded default prints it as text for a person;
  * a production start logs the same facts as one JSON line. Addresses are shown without userinfo
  * or query: a password in `REDIS_URL`, `UPSTREAM_URL`, `JWT_JWKS_URL` or an OTLP endpoint is never printed.
@@ -13,6 +13,8 @@ export interface StartFacts {
   readonly port: number;
   readonly adminPort: number | undefined;
   readonly operatorApi: boolean;
+  /** `off`, or the variables the change feed's tokens come from (docs/operations.md#the-change-feed). */
+  readonly invalidateTokens: string;
   readonly upstream: string;
   readonly store: string;
   readonly keys: string;
@@ -73,6 +75,15 @@ function describeTracing(input: StartFactsInput): string {
   return `OTLP/HTTP to ${withoutCredentials(tracing.endpoint)} (service ${tracing.serviceName}, sampler ${tracing.sampler}${ratio})`;
 }
 
+/** Where the change feed's tokens come from: the variable's name, and the file's; never a token. */
+function describeInvalidateTokens(env: EnvConfig): string {
+  const sources = [
+    ...(env.invalidateToken === undefined ? [] : ['INVALIDATE_TOKEN']),
+    ...(env.invalidateTokenFile === undefined ? [] : [`INVALIDATE_TOKEN_FILE (${env.invalidateTokenFile})`]),
+  ];
+  return sources.length === 0 ? 'off' : sources.join(', ');
+}
+
 export function startFacts(input: StartFactsInput): StartFacts {
   const host = input.env.host === '0.0.0.0' || input.env.host === '::' ? '127.0.0.1' : input.env.host;
   return {
@@ -80,6 +91,7 @@ export function startFacts(input: StartFactsInput): StartFacts {
     port: input.port,
     adminPort: input.adminPort,
     operatorApi: input.env.adminToken !== undefined,
+    invalidateTokens: describeInvalidateTokens(input.env),
     upstream: input.embeddedSandbox
       ? `the embedded sandbox at ${input.upstreamUrl}`
       : withoutCredentials(input.upstreamUrl),
@@ -94,7 +106,9 @@ export function bannerLines(facts: StartFacts): string[] {
   const admin =
     facts.adminPort === undefined
       ? 'no admin port'
-      : `admin on port ${facts.adminPort}, operator API ${facts.operatorApi ? 'on' : 'off (set ADMIN_TOKEN)'}`;
+      : `admin on port ${facts.adminPort}, operator API ${facts.operatorApi ? 'on' : 'off (set ADMIN_TOKEN)'}${
+          facts.invalidateTokens === 'off' ? '' : `, invalidations also with ${facts.invalidateTokens}`
+        }`;
   return [
     `slab-ops-proxy listening on ${facts.url} (${admin})`,
     `  upstream:    ${facts.upstream}`,

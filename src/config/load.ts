@@ -45,6 +45,10 @@ export interface EnvConfig {
   readonly configFile: string;
   readonly adminPort: number;
   readonly adminToken: string | undefined;
+  /** A token that may only invalidate (`POST /admin/cache/invalidate`): the change feed's. */
+  readonly invalidateToken: string | undefined;
+  /** A file of such tokens, one a line, re-read while the proxy runs (docs/operations.md#the-change-feed). */
+  readonly invalidateTokenFile: string | undefined;
   readonly logLevel: LevelWithSilent;
   /** In-flight requests get this long to finish after `SIGTERM`; then their connections are cut. */
   readonly drainSeconds: number;
@@ -83,6 +87,8 @@ export const ENV_VARIABLES = [
   'CONFIG_FILE',
   'ADMIN_PORT',
   'ADMIN_TOKEN',
+  'INVALIDATE_TOKEN',
+  'INVALIDATE_TOKEN_FILE',
   'LOG_LEVEL',
   'DRAIN_SECONDS',
   'SHUTDOWN_DELAY_SECONDS',
@@ -219,6 +225,19 @@ function tracingSettings(env: Env): TracingSettings | undefined {
   };
 }
 
+/**
+ * `ADMIN_TOKEN`, and the change feed's `INVALIDATE_TOKEN`, which must differ from it: a feed
+ * holding the admin token could revoke, purge and block, what its own token exists to prevent.
+ * `INVALIDATE_TOKEN_FILE` is only named here; its tokens are read when the app starts.
+ */
+function operatorTokens(env: Env): Pick<EnvConfig, 'adminToken' | 'invalidateToken' | 'invalidateTokenFile'> {
+  const adminToken = nonEmpty(env, 'ADMIN_TOKEN');
+  const invalidateToken = nonEmpty(env, 'INVALIDATE_TOKEN');
+  if (invalidateToken !== undefined && invalidateToken === adminToken)
+    throw new ConfigError('INVALIDATE_TOKEN', 'must differ from ADMIN_TOKEN (it is the one that cannot revoke)');
+  return { adminToken, invalidateToken, invalidateTokenFile: nonEmpty(env, 'INVALIDATE_TOKEN_FILE') };
+}
+
 export function loadEnv(env: Env): EnvConfig {
   const logLevel = oneOf('LOG_LEVEL', nonEmpty(env, 'LOG_LEVEL') ?? 'info', LOG_LEVELS);
   const algorithms = nonEmpty(env, 'JWT_ALGORITHMS')
@@ -255,7 +274,7 @@ export function loadEnv(env: Env): EnvConfig {
     jwtAudience: nonEmpty(env, 'JWT_AUDIENCE'),
     configFile: nonEmpty(env, 'CONFIG_FILE') ?? DEFAULT_CONFIG_FILE,
     adminPort: port(env, 'ADMIN_PORT', 9090),
-    adminToken: nonEmpty(env, 'ADMIN_TOKEN'),
+    ...operatorTokens(env),
     logLevel,
     drainSeconds: wholeSeconds(env, 'DRAIN_SECONDS', DEFAULT_DRAIN_SECONDS, MAX_DRAIN_SECONDS),
     shutdownDelaySeconds: wholeSeconds(env, 'SHUTDOWN_DELAY_SECONDS', 0, MAX_SHUTDOWN_DELAY_SECONDS),

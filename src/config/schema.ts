@@ -69,6 +69,14 @@ export const configSchema = z.strictObject({
        * while its refresh runs; after them the next read waits for the refresh.
        */
       staleFor: z.number().min(0).max(3600),
+      /**
+       * The token bucket of `POST /admin/cache/invalidate`, per replica, counted in changes (each
+       * member of a batch's `changes` is one): refilled at `changesPerSecond`, holding `burst` at
+       * most. A request whose changes the bucket does not hold is a 429 with `Retry-After`; a batch
+       * larger than `burst` is a 400 (docs/operations.md#the-change-feed).
+       */
+      changesPerSecond: z.number().positive().max(1_000_000),
+      burst: z.number().int().min(1).max(10_000_000),
     }),
     /** Next-page prefetch, for the resources whose `prefetch` is on (docs/cache.md#prefetch). */
     prefetch: z.strictObject({
@@ -163,7 +171,7 @@ export const BUILT_IN_CONFIG: FileConfig = {
     l1: { maxBytes: 67_108_864, ttl: 1 },
     refresh: { ahead: 0.1, maxConcurrent: 8 },
     autoTtl: { maxRefreshesPerSecond: 20, fleetMaxRefreshesPerSecond: 0 },
-    invalidation: { staleFor: 1 },
+    invalidation: { staleFor: 1, changesPerSecond: 2000, burst: 10_000 },
     prefetch: { depth: 2, maxConcurrent: 4, maxPerCompany: 2 },
   },
   redis: { commandTimeoutMs: 100 },

@@ -159,8 +159,11 @@ export class NotAcceptableError extends ProxyError {
   }
 }
 
-/** Which limit refused: a credential's, a company's (the inbound limits), or the upstream's own 429. */
-export type RateLimitPolicy = 'credential' | 'company' | 'upstream';
+/**
+ * Which limit refused: a credential's, a company's (the inbound limits), or the upstream's own 429;
+ * on the admin port, the change feed's bucket (docs/operations.md#the-change-feed).
+ */
+export type RateLimitPolicy = 'credential' | 'company' | 'upstream' | 'invalidation';
 
 export class RateLimitedError extends ProxyError {
   readonly code = 'rate_limited';

@@ -7,8 +7,8 @@
 import type { RateLimitPolicy } from '../errors/proxy-error.js';
 import { secondsToWait } from '../http/retry-after.js';
 
-/** The inbound limits' policies: the ones a replica decides itself (not the upstream's 429). */
-export type PolicyName = Exclude<RateLimitPolicy, 'upstream'>;
+/** The inbound limits' policies: the ones a replica decides for the client port (not the upstream's 429). */
+export type PolicyName = Exclude<RateLimitPolicy, 'upstream' | 'invalidation'>;
 
 export interface RatePolicy {
   readonly points: number;

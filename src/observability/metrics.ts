@@ -3,7 +3,7 @@
  *
  * Labels are bounded by construction: a resource is one of the catalog's thirteen names (or
  * `other` for what the data plane does not take), a status is an HTTP status the proxy itself
- * sends, a cache result is one of five words, a policy one of three, a company one of at most ten
+ * sends, a cache result is one of five words, a policy one of four, a company one of at most ten
  * named for the life of the process or `other` (metrics/company-series.ts). Never a token, a
  * subject or a record id: those would grow without bound (and are not for a metrics scraper to
  * see).
@@ -27,6 +27,7 @@ import {
   COALESCED_WAITS,
   GAUGES,
   INVALIDATIONS,
+  INVALIDATIONS_REFUSED,
   L1_CHANNEL_GAPS,
   PREFETCHES,
   RATE_LIMITED,
@@ -63,6 +64,8 @@ export type UpstreamRefusal = 'budget' | 'breaker' | 'paused';
 export type RevalidationResult = 'not_modified' | 'identical' | 'modified';
 /** A gap in the change channel (src/cache/read/change-channel.ts, where each is defined). */
 export type ChannelGapLabel = 'skipped' | 'missed' | 'regressed' | 'failover';
+/** Why changes sent to `POST /admin/cache/invalidate` were refused: the feed's bucket, or a batch larger than it. */
+export type InvalidationRefusal = 'flood' | 'batch';
 /** What became of a next page fetched ahead of a keyset walker (docs/cache.md#prefetch), or why none was. */
 export type PrefetchResult =
   | 'started'
@@ -108,6 +111,8 @@ export interface Metrics {
   upstreamFillBytes(resource: string, bytes: number): void;
   /** A soft invalidation taken (docs/cache.md#soft-invalidation), by its scope. */
   invalidation(scope: 'records' | 'resource'): void;
+  /** Changes refused on `POST /admin/cache/invalidate` (docs/operations.md#the-change-feed), by why. */
+  invalidationsRefused(reason: InvalidationRefusal, changes: number): void;
   /** A list page filled that broke the keyset rule (docs/cache.md#window-marks). */
   windowlessFill(resource: string): void;
   /**
@@ -143,6 +148,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const prefetches = registry.counter(PREFETCHES);
   const fillBytes = registry.counter(UPSTREAM_FILL_BYTES);
   const invalidations = registry.counter(INVALIDATIONS);
+  const invalidationsRefused = registry.counter(INVALIDATIONS_REFUSED);
   const windowless = registry.counter(WINDOWLESS_FILLS);
   // The gauges are made at the first scrape, from every source given by then.
   let sources: ScrapeSources = options;
@@ -179,6 +185,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     prefetch: (result) => prefetches.labels(result).inc(),
     upstreamFillBytes: (resource, bytes) => fillBytes.labels(resourceLabel(resource)).inc(bytes),
     invalidation: (scope) => invalidations.labels(scope).inc(),
+    invalidationsRefused: (reason, changes) => invalidationsRefused.labels(reason).inc(changes),
     windowlessFill: (resource) => windowless.labels(resource).inc(),
     watch(more) {
       if (gauged) throw new Error('metrics: sources are given before the first scrape');

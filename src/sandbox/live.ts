@@ -76,7 +76,9 @@ export class LiveDataset {
     return this.#webhook;
   }
 
+  /** The webhook replaced stops: it retries nothing more in the background. */
   set webhook(webhook: ChangeWebhook | undefined) {
+    if (this.#webhook !== webhook) this.#webhook?.close();
     this.#webhook = webhook;
   }
 

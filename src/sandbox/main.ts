@@ -5,7 +5,8 @@
  * SANDBOX_CONTROL (1: the test-only fault switch and counters under /__sandbox/), SANDBOX_SEED,
  * SANDBOX_VALIDATORS (`etag,last-modified`, `etag`, `last-modified` or `none`), SANDBOX_LIVE (live
  * mode from the start: a preset, `mixed`, `append` or `move`, or the rules as JSON;
- * docs/sandbox.md#live-mode), and the proxy's own
+ * docs/sandbox.md#live-mode), SANDBOX_LIVE_WEBHOOK and SANDBOX_LIVE_WEBHOOK_TOKEN (where live mode
+ * sends its changes, and the token: the proxy's INVALIDATE_TOKEN when unset), and the proxy's own
  * key variables (JWT_SECRET, JWT_PUBLIC_KEY(_FILE), JWT_JWKS_URL, JWT_ISSUER,
  * JWT_AUDIENCE; the development secret when none is set).
  */
@@ -13,7 +14,7 @@
 import { parseArgs } from 'node:util';
 import { type Command, parseCommandLine, STANDARD_OPTIONS, USAGE_EXIT_CODE } from '../cli/command-line.js';
 import { DEV_SECRET, mintDevToken } from '../cli/dev-credentials.js';
-import { ConfigError, loadEnv } from '../config/load.js';
+import { ConfigError, type EnvConfig, loadEnv } from '../config/load.js';
 import { messageOf } from '../errors/proxy-error.js';
 import type { WebhookTarget } from './change-webhook.js';
 import type { SandboxKeys } from './credentials.js';
@@ -48,16 +49,27 @@ function liveVar(): readonly ChangeRule[] | undefined {
   }
 }
 
-/** `SANDBOX_LIVE_WEBHOOK` and `SANDBOX_LIVE_WEBHOOK_TOKEN`: where live mode sends its changes. */
-function webhookVar(): WebhookTarget | undefined {
+/**
+ * `SANDBOX_LIVE_WEBHOOK` and `SANDBOX_LIVE_WEBHOOK_TOKEN`: where live mode sends its changes, and
+ * the token it sends; without one, the proxy's `INVALIDATE_TOKEN` (the token that may only
+ * invalidate), never its `ADMIN_TOKEN` unless named. A body the proxy refuses for good is logged.
+ */
+function webhookVar(env: EnvConfig): WebhookTarget | undefined {
   const url = process.env.SANDBOX_LIVE_WEBHOOK;
   if (url === undefined || url === '') return undefined;
   if (!/^https?:\/\//.test(url) || !URL.canParse(url))
     throw new ConfigError('SANDBOX_LIVE_WEBHOOK', 'must be an http(s) URL');
-  const token = process.env.SANDBOX_LIVE_WEBHOOK_TOKEN;
-  if (token === undefined || token === '')
-    throw new ConfigError('SANDBOX_LIVE_WEBHOOK_TOKEN', 'is needed with SANDBOX_LIVE_WEBHOOK (the admin token)');
-  return { url, token };
+  const named = process.env.SANDBOX_LIVE_WEBHOOK_TOKEN;
+  const token = named === undefined || named === '' ? env.invalidateToken : named;
+  if (token === undefined)
+    throw new ConfigError(
+      'SANDBOX_LIVE_WEBHOOK_TOKEN',
+      "is needed with SANDBOX_LIVE_WEBHOOK (the proxy's INVALIDATE_TOKEN or ADMIN_TOKEN), or set INVALIDATE_TOKEN",
+    );
+  const onGiveUp = (failure: string, changes: number): void => {
+    process.stderr.write(`sandbox: webhook gave up on ${String(changes)} changes (${failure})\n`);
+  };
+  return { url, token, onGiveUp };
 }
 
 function integerVar(name: string, fallback: number): number {
@@ -82,7 +94,9 @@ const SANDBOX_COMMAND: Command = {
     '                                                  etag, last-modified, both (comma-separated) or none',
     '  SANDBOX_LIVE                                    live mode from the start: mixed, append, move, or {"rules": [...]} as JSON',
     "  SANDBOX_LIVE_WEBHOOK, SANDBOX_LIVE_WEBHOOK_TOKEN each change POSTed there with the token (the proxy's",
-    '                                                  /admin/cache/invalidate and its ADMIN_TOKEN)',
+    '                                                  /admin/cache/invalidate and its INVALIDATE_TOKEN or',
+    '                                                  ADMIN_TOKEN; unset: INVALIDATE_TOKEN), sent again on',
+    '                                                  429, 5xx or no answer, with backoff',
     '  JWT_JWKS_URL | JWT_PUBLIC_KEY | JWT_PUBLIC_KEY_FILE | JWT_SECRET, JWT_ALGORITHMS, JWT_ISSUER, JWT_AUDIENCE',
     '                                                  token keys as the proxy reads them; none: the development secret',
   ].join('\n'),
@@ -100,7 +114,7 @@ async function run(): Promise<void> {
   const port = integerVar('SANDBOX_PORT', 8081);
   if (port > 65_535) throw new ConfigError('SANDBOX_PORT', 'must be a port number');
   const live = liveVar();
-  const webhook = webhookVar();
+  const webhook = webhookVar(env);
   const sandbox = createSandbox({
     keys,
     ...(env.jwtIssuer !== undefined && { issuer: env.jwtIssuer }),

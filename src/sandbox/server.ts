@@ -237,6 +237,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     accept: () => listener.accept(),
     close() {
       live.stop();
+      live.webhook?.close();
       return listener.close();
     },
   };

@@ -21,6 +21,13 @@ export interface ProxyAppOptions {
   readonly redis?: RedisSettings | undefined;
   /** Enables the operator API on the admin port (`ADMIN_TOKEN`). */
   readonly adminToken?: string | undefined;
+  /**
+   * The change feed's token, which may only invalidate (`INVALIDATE_TOKEN`), and a file of such
+   * tokens, one a line, re-read while the replica runs (`INVALIDATE_TOKEN_FILE`):
+   * docs/operations.md#the-change-feed. Either enables `POST /admin/cache/invalidate`.
+   */
+  readonly invalidateToken?: string | undefined;
+  readonly invalidateTokenFile?: string | undefined;
   readonly now?: () => number;
   /** Each background refresh (stale-while-revalidate), settled when it is done. */
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;

@@ -4,12 +4,15 @@ import type { ConfigInForce } from './config-in-force.js';
 import type { CredentialParts } from './credentials.js';
 import type { Foundation } from './foundation.js';
 import type { ReplicaLifecycle } from './lifecycle.js';
+import type { OperatorAccess } from './operator-access.js';
 import type { ReadParts } from './reads.js';
 import type { SharedParts } from './shared.js';
 import type { UpstreamParts } from './upstream.js';
 
 export interface ReplicaParts {
   readonly foundation: Foundation;
+  /** Who may call the operator API: the admin token, the change feed's tokens. */
+  readonly access: OperatorAccess;
   readonly lifecycle: ReplicaLifecycle;
   readonly configInForce: ConfigInForce;
   readonly shared: SharedParts;

@@ -1,14 +1,16 @@
 /**
  * The two ports: the data plane with the Express fallback behind it on the client port, and the
- * admin plane on its own (health, readiness, metrics and, with `ADMIN_TOKEN`, the operator API).
+ * admin plane on its own (health, readiness, metrics and, with `ADMIN_TOKEN` or the change feed's
+ * tokens, the operator API).
  * One request-log middleware serves both Express planes.
  */
 import type { Server } from 'node:http';
 import { messageOf } from '../errors/proxy-error.js';
 import { createHttpLog } from '../http/http-log.js';
 import { createHttpServer } from '../http/server.js';
+import { TokenBucket } from '../limits/token-bucket.js';
 import { createRequestLog, type RequestLog } from '../observability/logger.js';
-import { createAdminApp } from '../planes/admin/admin-app.js';
+import { createAdminApp, type OperatorApi } from '../planes/admin/admin-app.js';
 import { createDataPlane, type DataPlaneOptions } from '../planes/data/data-plane.js';
 import { createFallbackApp } from '../planes/fallback-app.js';
 import { readinessOf } from './readiness.js';
@@ -84,7 +86,7 @@ function clientServer(
 
 function adminServer(wired: ReplicaParts, httpLog: HttpLog, requestLog: RequestLog): Server {
   const { foundation, lifecycle, configInForce, shared, control, credentials, upstream, reads } = wired;
-  const { options, config, metrics, now } = foundation;
+  const { config, metrics } = foundation;
   return createHttpServer(
     createAdminApp({
       readiness: readinessOf({
@@ -100,22 +102,36 @@ function adminServer(wired: ReplicaParts, httpLog: HttpLog, requestLog: RequestL
       }),
       metrics,
       log: httpLog,
-      operator:
-        options.adminToken === undefined
-          ? undefined
-          : {
-              token: options.adminToken,
-              config: () => configInForce.current,
-              policies: reads.policies,
-              reads: reads.reads,
-              control,
-              budget: upstream.budget,
-              metrics,
-              cacheBytes: reads.cache.bytesByCompany,
-              freshness: reads.freshness,
-              now,
-            },
+      operator: operatorApi(wired),
     }),
     { httpLog, requestLog },
   );
+}
+
+/** The operator API, with the admin token or the change feed's tokens; undefined with neither. */
+function operatorApi({
+  foundation,
+  access,
+  configInForce,
+  control,
+  upstream,
+  reads,
+}: ReplicaParts): OperatorApi | undefined {
+  if (!access.enabled) return undefined;
+  const { config, metrics, now } = foundation;
+  const { changesPerSecond, burst } = config.cache.invalidation;
+  return {
+    credentials: access.credentials,
+    // Per replica; a restart applies new settings, as for every setting config-in-force.ts does not list.
+    invalidationLimit: { bucket: new TokenBucket({ perSecond: changesPerSecond, burst }, now), metrics },
+    config: () => configInForce.current,
+    policies: reads.policies,
+    reads: reads.reads,
+    control,
+    budget: upstream.budget,
+    metrics,
+    cacheBytes: reads.cache.bytesByCompany,
+    freshness: reads.freshness,
+    now,
+  };
 }

@@ -40,7 +40,7 @@ export function configWith(overrides: Record<string, unknown> = {}): FileConfig 
 export interface ProxyHandle {
   readonly app: ProxyApp;
   readonly url: string;
-  /** With `adminToken`: the admin port's base URL. */
+  /** With `adminToken` (or the change feed's token): the admin port's base URL. */
   readonly adminUrl: string | undefined;
   close(): Promise<void>;
 }
@@ -57,6 +57,9 @@ export interface StartProxyOptions {
   readonly onBackgroundRefresh?: (settled: Promise<void>) => void;
   /** Starts the admin port too, with the operator API behind this token. */
   readonly adminToken?: string;
+  /** Starts the admin port too, with `POST /admin/cache/invalidate` behind the change feed's token (or file of them). */
+  readonly invalidateToken?: string;
+  readonly invalidateTokenFile?: string;
   /** OpenTelemetry tracing (a test's in-memory exporter, or a real OTLP export). */
   readonly tracing?: Tracing;
 }
@@ -73,13 +76,14 @@ export async function startProxy(options: StartProxyOptions): Promise<ProxyHandl
     ...(options.now !== undefined && { now: options.now }),
     ...(options.onBackgroundRefresh !== undefined && { onBackgroundRefresh: options.onBackgroundRefresh }),
     ...(options.adminToken !== undefined && { adminToken: options.adminToken }),
+    ...(options.invalidateToken !== undefined && { invalidateToken: options.invalidateToken }),
+    ...(options.invalidateTokenFile !== undefined && { invalidateTokenFile: options.invalidateTokenFile }),
     ...(options.tracing !== undefined && { tracing: options.tracing }),
   });
-  const { port, adminPort } = await app.listen({
-    port: 0,
-    host: '127.0.0.1',
-    ...(options.adminToken !== undefined && { adminPort: 0 }),
-  });
+  const operator = [options.adminToken, options.invalidateToken, options.invalidateTokenFile].some(
+    (setting) => setting !== undefined,
+  );
+  const { port, adminPort } = await app.listen({ port: 0, host: '127.0.0.1', ...(operator && { adminPort: 0 }) });
   // Reads are refused until the operator state has been read (with Redis: a state settled there).
   await app.control.confirmation;
   return {

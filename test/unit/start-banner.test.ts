@@ -26,6 +26,7 @@ describe('startFacts', () => {
       port: 8080,
       adminPort: 9090,
       operatorApi: false,
+      invalidateTokens: 'off',
       upstream: 'the embedded sandbox at http://127.0.0.1:40001',
       store: 'in-process (one replica)',
       keys: 'the development secret (HS256; embedded default only)',
@@ -67,6 +68,21 @@ describe('startFacts', () => {
     expect(JSON.stringify(production)).not.toMatch(/pw|client_secret|a-long-admin-token/);
     expect(facts({ UPSTREAM_URL: 'https://ops.example', JWT_SECRET: 'x'.repeat(32) }).keys).toBe('JWT_SECRET (HMAC)');
     expect(facts({ UPSTREAM_URL: 'https://ops.example', JWT_PUBLIC_KEY: '{"kty":"OKP"}' }).keys).toBe('JWT_PUBLIC_KEY');
+  });
+
+  it('names where the change feed’s tokens come from, never a token', () => {
+    const both = facts({
+      INVALIDATE_TOKEN: 'a-feed-token-of-some-length',
+      INVALIDATE_TOKEN_FILE: '/run/secrets/feed/tokens',
+    });
+    expect(both).toMatchObject({
+      operatorApi: false,
+      invalidateTokens: 'INVALIDATE_TOKEN, INVALIDATE_TOKEN_FILE (/run/secrets/feed/tokens)',
+    });
+    expect(JSON.stringify(both)).not.toContain('a-feed-token-of-some-length');
+    expect(bannerLines(both)[0]).toBe(
+      'slab-ops-proxy listening on http://127.0.0.1:8080 (admin on port 9090, operator API off (set ADMIN_TOKEN), invalidations also with INVALIDATE_TOKEN, INVALIDATE_TOKEN_FILE (/run/secrets/feed/tokens))',
+    );
   });
 
   it('an IPv6 bind address is bracketed; the banner names every fact', () => {

@@ -125,9 +125,9 @@ export const COALESCED_WAITS = {
 
 export const RATE_LIMITED = {
   name: 'slab_proxy_rate_limited_total',
-  help: 'Answers 429, by the policy that refused: credential, company, or upstream (its own 429 or pause).',
+  help: 'Answers 429, by the policy that refused: credential, company, or upstream (its own 429 or pause); on the admin port, invalidation (the change feed bucket).',
   labelNames: ['policy'],
-  zeroes: [['credential'], ['company'], ['upstream']],
+  zeroes: [['credential'], ['company'], ['upstream'], ['invalidation']],
 } as const satisfies CounterDefinition<string>;
 
 export const REDIS_ERRORS = {
@@ -170,6 +170,13 @@ export const INVALIDATIONS = {
   help: 'Soft invalidations taken (docs/cache.md#soft-invalidation), by scope: records (the pages of records named and the lists of their resource) or resource (every page of the resource). Each marks pages stale on every replica; none deletes.',
   labelNames: ['scope'],
   zeroes: [['records'], ['resource']],
+} as const satisfies CounterDefinition<string>;
+
+export const INVALIDATIONS_REFUSED = {
+  name: 'slab_proxy_invalidations_refused_total',
+  help: 'Changes POST /admin/cache/invalidate refused, by reason: flood (more than the change feed bucket held: 429 with Retry-After) or batch (a batch larger than the bucket: 400). Each member of a batch is one change (docs/operations.md#the-change-feed).',
+  labelNames: ['reason'],
+  zeroes: [['flood'], ['batch']],
 } as const satisfies CounterDefinition<string>;
 
 export const WINDOWLESS_FILLS = {

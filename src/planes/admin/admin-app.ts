@@ -3,7 +3,9 @@
  * client surface's OpenAPI description always; with `ADMIN_TOKEN` set, the operator API behind a
  * bearer token compared in constant time: the effective settings, run-time TTL overrides, purges,
  * revocations, blocks and company weights, each shared with every replica, the lists of what is in
- * force, and this replica's figures per company and freshness advice per resource.
+ * force, and this replica's figures per company and freshness advice per resource. The change
+ * feed's tokens (`INVALIDATE_TOKEN`, `INVALIDATE_TOKEN_FILE`: docs/operations.md#the-change-feed)
+ * reach the soft invalidations alone; with only them set, only that route is mounted.
  * Bodies must be JSON (415 otherwise) and are checked against a strict schema: a bad one is a
  * problem+json 400 `invalid_body` whose `pointer` names the member (RFC 9457 §3).
  *
@@ -26,8 +28,8 @@ import { companyRoutes } from './company-routes.js';
 import { documentRoutes } from './document-routes.js';
 import { freshnessRoutes } from './freshness-routes.js';
 import { healthRoutes, type Readiness } from './health-routes.js';
-import { invalidationRoutes } from './invalidation-routes.js';
-import { bodyParserProblem, operatorGate } from './operator-gate.js';
+import { type InvalidationLimit, invalidationRoutes } from './invalidation-routes.js';
+import { bodyParserProblem, type OperatorCredentials, operatorGate, operatorOnly } from './operator-gate.js';
 import { purgeRoutes } from './purge-routes.js';
 import { revocationRoutes } from './revocation-routes.js';
 import { settingsRoutes } from './settings-routes.js';
@@ -36,7 +38,10 @@ import { weightRoutes } from './weight-routes.js';
 export type { Phase, Readiness } from './health-routes.js';
 
 export interface OperatorApi {
-  readonly token: string;
+  /** The admin token, and the change feed's tokens (`POST /admin/cache/invalidate` only). */
+  readonly credentials: OperatorCredentials;
+  /** The change feed's bucket on `POST /admin/cache/invalidate`, and where refusals are counted. */
+  readonly invalidationLimit: InvalidationLimit;
   readonly config: () => FileConfig;
   readonly policies: CachePolicies;
   readonly reads: ReadService;
@@ -54,7 +59,10 @@ export interface OperatorApi {
 export interface AdminAppOptions {
   readonly readiness: Readiness;
   readonly metrics: Pick<Metrics, 'render'>;
-  /** The operator API; without it only `/healthz`, `/readyz`, `/metrics` and `/openapi.json` exist. */
+  /**
+   * The operator API (with an admin token or the change feed's); without it only `/healthz`,
+   * `/readyz`, `/metrics` and `/openapi.json` exist.
+   */
   readonly operator?: OperatorApi | undefined;
   /** The request log middleware (pino-http), first in line. */
   readonly log?: ((req: Request, res: Response, next: NextFunction) => void) | undefined;
@@ -67,20 +75,29 @@ export function createAdminApp(options: AdminAppOptions): Express {
   if (options.log !== undefined) app.use(options.log);
   healthRoutes(app, options.readiness);
   documentRoutes(app, options.metrics);
-  if (operator !== undefined) {
-    app.use('/admin', ...operatorGate(operator.token));
-    settingsRoutes(app, operator);
-    purgeRoutes(app, operator.reads);
-    invalidationRoutes(app, operator.reads);
-    revocationRoutes(app, operator.control, operator.now ?? Date.now);
-    blockRoutes(app, operator.control);
-    companyRoutes(app, operator);
-    freshnessRoutes(app, operator);
-    weightRoutes(app, operator);
-  }
+  if (operator !== undefined) operatorRoutes(app, operator);
   app.use(notFound);
   app.use(onError);
   return app;
+}
+
+/**
+ * The operator API: the change feed's route first, which either kind of token reaches; then the
+ * admin token's gate (a feed token is a 403 on any other `/admin` path, mounted or not), then the
+ * rest, mounted only with an admin token.
+ */
+function operatorRoutes(app: Express, operator: OperatorApi): void {
+  app.use('/admin', ...operatorGate(operator.credentials));
+  invalidationRoutes(app, operator.reads, operator.invalidationLimit);
+  app.use('/admin', operatorOnly(operator.credentials));
+  if (operator.credentials.adminToken === undefined) return;
+  settingsRoutes(app, operator);
+  purgeRoutes(app, operator.reads);
+  revocationRoutes(app, operator.control, operator.now ?? Date.now);
+  blockRoutes(app, operator.control);
+  companyRoutes(app, operator);
+  freshnessRoutes(app, operator);
+  weightRoutes(app, operator);
 }
 
 function notFound(req: Request, res: Response): void {
