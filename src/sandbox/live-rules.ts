@@ -9,7 +9,8 @@
  * - `append`: a new record is added at the end of the company's collection;
  *
  * each chosen record changing once every `everyMs` (for `append`, one new record per company every
- * `everyMs`); `share` (0–1, default 1) of the resource's records are chosen, the same ones for a
+ * `everyMs`), or with `timing: "poisson"` (of `update` and `move`) at the times of a Poisson process
+ * of that mean interval, each record its own; `share` (0–1, default 1) of the resource's records are chosen, the same ones for a
  * seed; `company` (default every company) narrows a rule to one; `ids` names the records instead
  * (of `update` and `move`): how a workload makes chosen *pages* change, each through one record it
  * shows.
@@ -28,6 +29,8 @@ export interface ChangeRule {
   readonly company: string | undefined;
   /** The records that change, named; `undefined`: `share` of them, chosen by the seed. */
   readonly ids?: readonly number[] | undefined;
+  /** Each record once every `everyMs` (`periodic`, the default), or at exponential intervals of that mean. */
+  readonly timing?: 'periodic' | 'poisson' | undefined;
 }
 
 export class LiveRuleError extends Error {}
@@ -88,7 +91,7 @@ function parseRule(input: unknown, index: number): ChangeRule {
   if (!isJsonObject(input)) throw new LiveRuleError(`${at} must be an object`);
   const rule = input;
   for (const key of Object.keys(rule))
-    if (!['resource', 'kind', 'everyMs', 'share', 'company', 'ids'].includes(key))
+    if (!['resource', 'kind', 'everyMs', 'share', 'company', 'ids', 'timing'].includes(key))
       throw new LiveRuleError(`${at}: unknown member ${key}`);
   const resource = seedResource(String(field(rule, 'resource')));
   if (resource === undefined) throw new LiveRuleError(`${at}.resource: no such resource`);
@@ -113,9 +116,13 @@ function parseRule(input: unknown, index: number): ChangeRule {
       !ids.every((id) => Number.isSafeInteger(id) && Number(id) > 0))
   )
     throw new LiveRuleError(`${at}.ids: 1 to 10000 record ids, for update or move`);
+  const timing = field(rule, 'timing') ?? 'periodic';
+  if ((timing !== 'periodic' && timing !== 'poisson') || (timing === 'poisson' && kind === 'append'))
+    throw new LiveRuleError(`${at}.timing: periodic or poisson, for update or move`);
   return {
     resource: resource.name,
     kind,
+    ...(timing === 'poisson' && { timing }),
     everyMs,
     share,
     company: company === undefined ? undefined : String(company),

@@ -8,7 +8,7 @@
  */
 import { type Change, ChangeLog } from './change-log.js';
 import type { ChangeWebhook } from './change-webhook.js';
-import { type Dataset, DOMAIN_FIELDS, SANDBOX_COMPANIES, type SandboxRecord, TEXT_VALUES } from './dataset.js';
+import { type Dataset, DOMAIN_FIELDS, prng, SANDBOX_COMPANIES, type SandboxRecord, TEXT_VALUES } from './dataset.js';
 import type { ChangeKind, ChangeRule } from './live-rules.js';
 import { type ResourceName, SEED_RESOURCES } from './resources.js';
 
@@ -25,6 +25,9 @@ interface Plan {
   owed: number;
   next: number;
   lastAt: number;
+  /** `poisson` timing: when each target changes next (ms), and the draws of its intervals. */
+  readonly dueAt?: number[];
+  readonly random?: () => number;
 }
 
 /** A stable pseudo-random order of ids for a seed (FNV-1a over the seed and the id). */
@@ -105,6 +108,10 @@ export class LiveDataset {
     const at = this.#now();
     let made = 0;
     for (const plan of this.#plans) {
+      if (plan.dueAt !== undefined) {
+        made += this.#poissonTick(plan, plan.dueAt, at);
+        continue;
+      }
       // At most one round of the targets owed at once: a stalled timer does not make a burst.
       // Each target once every `everyMs`: (elapsed × targets) / everyMs, exact for whole multiples.
       const due = ((at - plan.lastAt) * plan.targets.length) / plan.rule.everyMs;
@@ -148,6 +155,21 @@ export class LiveDataset {
     return this.#made({ at, company, resource, id, kind: 'append', before: null, after });
   }
 
+  /**
+   * The changes due of a rule with `poisson` timing: each target changes at the times of its own
+   * Poisson process of mean interval `everyMs` (exponential intervals); once at most a tick, so that
+   * a stalled timer does not make a burst.
+   */
+  #poissonTick(plan: Plan, dueAt: number[], at: number): number {
+    let made = 0;
+    plan.targets.forEach((target, i) => {
+      if ((dueAt[i] ?? Number.POSITIVE_INFINITY) > at) return;
+      dueAt[i] = at + exponential(plan.random ?? Math.random, plan.rule.everyMs);
+      if (this.change(plan.rule.resource, plan.rule.kind, target, at) !== undefined) made += 1;
+    });
+    return made;
+  }
+
   /** A change made: logged, then sent to the webhook (the record already reads as changed). */
   #made(change: Omit<Change, 'seq'>): Change {
     const logged = this.#log.add(change);
@@ -184,8 +206,16 @@ export class LiveDataset {
     const named = rule.ids;
     const targets =
       named === undefined ? ids.slice(0, Math.ceil(ids.length * rule.share)) : ids.filter((id) => named.includes(id));
-    return { rule, targets, owed: 0, next: 0, lastAt: at };
+    if (rule.timing !== 'poisson') return { rule, targets, owed: 0, next: 0, lastAt: at };
+    const random = prng(seed);
+    const dueAt = targets.map(() => at + exponential(random, rule.everyMs));
+    return { rule, targets, owed: 0, next: 0, lastAt: at, dueAt, random };
   }
+}
+
+/** An exponential interval of mean `meanMs` (the gaps of a Poisson process), drawn from `random`. */
+function exponential(random: () => number, meanMs: number): number {
+  return -Math.log(1 - random()) * meanMs;
 }
 
 /** A record with its first number of its own (`DOMAIN_FIELDS`) one more, and `updated_at` now. */

@@ -106,6 +106,35 @@ describe('live mode', () => {
     ).toThrow(/ids/);
   });
 
+  it('changes each record at its own Poisson times with timing poisson: exponential gaps of the mean asked', () => {
+    const { live, advance } = clocked();
+    const rule = parseLiveRules(
+      { rules: [{ resource: 'remnants', kind: 'update', everyMs: 1_000, timing: 'poisson' }] },
+      NAMES,
+    );
+    live.start(rule, 3);
+    live.stop();
+    for (let step = 0; step < 2_000; step++) {
+      advance(50);
+      live.tick();
+    }
+    const changes = live.log.list({ since: 0, limit: 1_000_000 });
+    const records = live.dataset.get('remnants')?.length ?? 0;
+    // 100 s at a mean of 1 s: about 100 changes a record; the gaps' spread is a Poisson process's
+    // (an exponential's standard deviation is its mean; a periodic rule's would be 0).
+    expect(changes.length / records).toBeGreaterThan(90);
+    expect(changes.length / records).toBeLessThan(110);
+    const byRecord = new Map<number, number[]>();
+    for (const change of changes) byRecord.set(change.id, [...(byRecord.get(change.id) ?? []), change.at]);
+    const gaps = [...byRecord.values()].flatMap((times) => times.slice(1).map((at, i) => at - (times[i] ?? at)));
+    const mean = gaps.reduce((a, b) => a + b, 0) / gaps.length;
+    const sd = Math.sqrt(gaps.reduce((a, b) => a + (b - mean) ** 2, 0) / gaps.length);
+    expect(sd / mean).toBeGreaterThan(0.85);
+    expect(() =>
+      parseLiveRules({ rules: [{ resource: 'movements', kind: 'append', everyMs: 500, timing: 'poisson' }] }, NAMES),
+    ).toThrow('timing');
+  });
+
   it('runs the append preset as a log: a new movement per company every 300 ms, nothing else', () => {
     const { live, advance } = clocked();
     live.start(parseLiveRules({ preset: 'append' }, NAMES), 1);
