@@ -164,14 +164,16 @@ describe('docker-compose.yml', () => {
     expect(loadConfigFile(LOADTEST_CONFIG_FILE).rateLimit.perCredential.points).toBe(10_000_000);
   });
 
-  it('can run the sandbox live, its changes sent to proxy1 with the replicas’ admin token; off unless asked', () => {
+  it('can run the sandbox live, its changes sent to proxy1 with the replicas’ feed token (else admin token); off unless asked', () => {
     const env = services.sandbox?.environment ?? {};
     // Empty unless set: the sandbox reads an empty setting as none (live mode off, no webhook).
     expect(defaulted(env.SANDBOX_LIVE)).toBe('');
     expect(defaulted(env.SANDBOX_LIVE_WEBHOOK)).toBe('');
     for (const name of proxies) {
       expect(services[name]?.environment?.ADMIN_TOKEN).toBe('${ADMIN_TOKEN:-}');
-      expect(env.SANDBOX_LIVE_WEBHOOK_TOKEN).toBe(services[name]?.environment?.ADMIN_TOKEN);
+      expect(services[name]?.environment?.INVALIDATE_TOKEN).toBe('${INVALIDATE_TOKEN:-}');
+      // The token that may only invalidate when set, the admin token otherwise (Compose's nested default).
+      expect(env.SANDBOX_LIVE_WEBHOOK_TOKEN).toBe('${INVALIDATE_TOKEN:-${ADMIN_TOKEN:-}}');
     }
     // The webhook the file offers is proxy1's admin port, the first the load generator is given.
     const [first] = services.loadgen?.environment?.ADMIN_URLS?.split(',') ?? [];

@@ -68,7 +68,12 @@ interface Container {
   readonly ports: readonly Port[];
   readonly env?: readonly EnvVar[];
   readonly envFrom?: ReadonlyArray<{ readonly configMapRef?: { name: string } }>;
-  readonly volumeMounts?: ReadonlyArray<{ readonly name: string; readonly mountPath: string }>;
+  readonly volumeMounts?: ReadonlyArray<{
+    readonly name: string;
+    readonly mountPath: string;
+    readonly readOnly?: boolean;
+    readonly subPath?: string;
+  }>;
   readonly livenessProbe?: Probe;
   readonly readinessProbe?: Probe;
   readonly resources?: { readonly requests?: Record<string, string> };
@@ -77,7 +82,11 @@ interface PodTemplate {
   readonly metadata: { readonly labels: Record<string, string>; readonly annotations?: Record<string, string> };
   readonly spec: {
     readonly containers: readonly Container[];
-    readonly volumes?: ReadonlyArray<{ readonly name: string; readonly configMap?: { name: string } }>;
+    readonly volumes?: ReadonlyArray<{
+      readonly name: string;
+      readonly configMap?: { name: string };
+      readonly secret?: { secretName: string; items?: ReadonlyArray<{ key: string; path: string }> };
+    }>;
     readonly terminationGracePeriodSeconds?: number;
   };
 }
@@ -237,6 +246,19 @@ describe.each(each)('Kubernetes manifests (%s)', (_name, k8s) => {
       ADMIN_TOKEN: 'slab-ops-proxy-secrets/admin-token',
     });
     expect(k8s.manifests.filter((m) => m.kind === 'Secret')).toEqual([]);
+  });
+
+  it('mount the change feed’s tokens from the Secret as a file the kubelet can swap, where INVALIDATE_TOKEN_FILE names it', () => {
+    const file = k8s.env().invalidateTokenFile ?? '';
+    const mount = k8s.proxy.volumeMounts?.find((m) => file.startsWith(`${m.mountPath}/`));
+    // A subPath mount is never updated when its Secret changes: the rotation needs the whole volume.
+    expect(mount).toMatchObject({ readOnly: true });
+    expect(mount).not.toHaveProperty('subPath');
+    const volume = k8s.template.spec.volumes?.find((v) => v.name === mount?.name);
+    expect(volume?.secret).toEqual({
+      secretName: 'slab-ops-proxy-secrets',
+      items: [{ key: 'invalidate-tokens', path: file.slice((mount?.mountPath.length ?? 0) + 1) }],
+    });
   });
 
   it('mount a config file the proxy accepts, made for as many replicas as the autoscaler may run', () => {
