@@ -106,6 +106,16 @@ describe('environment', () => {
     expect([...read].sort()).toEqual([...ENV_VARIABLES].sort());
   });
 
+  it('reads the change feed’s token and its file, and refuses a feed token that is the admin token', () => {
+    expect(loadEnv({ INVALIDATE_TOKEN: 'feed', INVALIDATE_TOKEN_FILE: '/run/feed/tokens' })).toMatchObject({
+      adminToken: undefined,
+      invalidateToken: 'feed',
+      invalidateTokenFile: '/run/feed/tokens',
+    });
+    expect(loadEnv({ INVALIDATE_TOKEN: ' ' }).invalidateToken).toBeUndefined();
+    expect(configErrorKey(() => loadEnv({ ADMIN_TOKEN: 'same', INVALIDATE_TOKEN: 'same' }))).toBe('INVALIDATE_TOKEN');
+  });
+
   it('reads the drain bound and the delay before it, in whole seconds', () => {
     expect(loadEnv({ DRAIN_SECONDS: '25', SHUTDOWN_DELAY_SECONDS: '5' })).toMatchObject({
       drainSeconds: 25,
