@@ -10,6 +10,7 @@ import type { CacheAddress } from '../cache/entry/cache-key.js';
 import { FreshnessLedger } from '../cache/freshness/freshness-ledger.js';
 import { AutoRefreshBudget } from '../cache/read/auto-refresh-budget.js';
 import type { Origin } from '../cache/read/origin.js';
+import { policyLifetimeMs, revalidateWindowMs } from '../cache/read/page-lifetime.js';
 import { CachePolicies, type EffectivePolicy } from '../cache/read/policy.js';
 import { createReadService, type ReadService } from '../cache/read/read-service.js';
 import type { OperatorControl } from '../control/operator-control.js';
@@ -78,12 +79,11 @@ export function wireReads(
 
 /**
  * How long past the TTL in force a page is served while one refresh runs, seconds, as the read
- * service serves it: the policy's stale-while-revalidate, no longer than the lifetime for a page
- * with a lifetime of its own (docs/cache.md#automatic-lifetimes). What the freshness advice's stale
- * share counts (docs/cache.md#freshness-advice).
+ * service serves it (`revalidateWindowMs`, page-lifetime.ts) a page that lives the policy's `ttl`.
+ * What the freshness advice's stale share counts (docs/cache.md#freshness-advice).
  */
 function staleWindowOf(policy: EffectivePolicy): number {
-  return policy.autoTtl === undefined ? policy.staleWhileRevalidate : Math.min(policy.staleWhileRevalidate, policy.ttl);
+  return revalidateWindowMs(policy, policyLifetimeMs(200, policy)) / 1000;
 }
 
 /**

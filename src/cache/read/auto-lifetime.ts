@@ -36,8 +36,14 @@ export type LifetimeEvidence =
   | { readonly kind: 'unchanged'; readonly previous: CacheEntry }
   | { readonly kind: 'changed'; readonly previous: CacheEntry };
 
+/** `ms` within `bounds` (seconds), ms: what a page's own lifetime is held to. */
+export function withinBounds(ms: number, bounds: AutoTtl): number {
+  return Math.min(bounds.max * 1000, Math.max(bounds.min * 1000, ms));
+}
+
+/** A next lifetime: within `bounds`, whole ms. */
 function clamp(ms: number, bounds: AutoTtl): number {
-  return Math.round(Math.min(bounds.max * 1000, Math.max(bounds.min * 1000, ms)));
+  return Math.round(withinBounds(ms, bounds));
 }
 
 /** An HTTP date as ms since the epoch; `undefined` when absent or not a date. */

@@ -15,11 +15,12 @@ import type { CacheEntry } from '../entry/entry.js';
 import { type PageWindow, pageWindowOf } from '../entry/page-window.js';
 import type { L1Cache } from '../stores/l1.js';
 import { type CacheStore, isCurrent, type StoreLookup } from '../stores/store.js';
-import { type LifetimeEvidence, nextLifetime } from './auto-lifetime.js';
+import type { LifetimeEvidence } from './auto-lifetime.js';
 import type { AutoRefreshBudget } from './auto-refresh-budget.js';
 import { entryFor, isSameAnswer, revalidated } from './fill-entry.js';
 import { type Fill, type FillObservation, type Revalidation, unaskedNotModified } from './fill-result.js';
 import type { NotModified, Origin, OriginAnswer, ReadRequest, Validators } from './origin.js';
+import { nextLifetimeMs } from './page-lifetime.js';
 import type { EffectivePolicy } from './policy.js';
 
 export interface FetchAndStoreOptions {
@@ -180,10 +181,9 @@ export class FetchAndStore {
   }
 
   /**
-   * A page's own lifetime under a policy with automatic lifetimes (auto-lifetime.ts), ms; none
-   * otherwise, and none for a 404. A lifetime shorter than the policy's `ttl` takes a token of the
-   * ceiling (auto-refresh-budget.ts): without one the page lives `ttl`, so automatic lifetimes cost
-   * the upstream no more than the fixed `ttl` would, plus the ceiling's refreshes a second.
+   * A page's own lifetime under a policy with automatic lifetimes, ms (`nextLifetimeMs`,
+   * page-lifetime.ts): one shorter than the policy's `ttl` takes a token of the ceiling, when there
+   * is one (auto-refresh-budget.ts).
    */
   #lifetime(
     status: number,
@@ -191,11 +191,8 @@ export class FetchAndStore {
     evidence: LifetimeEvidence,
     lastModified: string | undefined,
   ): number | undefined {
-    const bounds = policy.autoTtl;
-    if (bounds === undefined || status !== 200) return undefined;
-    const ttlMs = policy.ttl * 1000;
-    const lifetime = nextLifetime(evidence, lastModified, this.#options.now(), ttlMs, bounds);
-    return lifetime >= ttlMs || this.#options.autoBudget?.take() !== false ? lifetime : ttlMs;
+    const { now, autoBudget } = this.#options;
+    return nextLifetimeMs(status, policy, evidence, lastModified, now, () => autoBudget?.take() !== false);
   }
 
   #observe(

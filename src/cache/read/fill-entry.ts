@@ -6,10 +6,8 @@ import { brotliBody, type CacheEntry, strongEtag } from '../entry/entry.js';
 import { headsOf } from '../entry/marks.js';
 import type { PageWindow } from '../entry/page-window.js';
 import type { OriginAnswer, Validators } from './origin.js';
+import { filledTimes } from './page-lifetime.js';
 import type { EffectivePolicy } from './policy.js';
-
-/** How long past its freshness a page fetched ahead is kept at least, ms (docs/cache.md#prefetch). */
-const AHEAD_KEPT_MS = 60_000;
 
 /**
  * The marks an entry keeps (marks.ts): the heads of those read before the upstream was asked, so
@@ -31,26 +29,6 @@ export interface StoredUnder {
 }
 
 /**
- * The times of an entry stored at `storedAt` under the policy in force, and its own lifetime when
- * the policy gives pages theirs (auto-lifetime.ts).
- */
-function timesFor(
-  status: number,
-  policy: EffectivePolicy,
-  storedAt: number,
-  autoLifetimeMs: number | undefined,
-): Pick<CacheEntry, 'storedAt' | 'freshUntil' | 'keepUntil' | 'autoLifetimeMs'> {
-  const ttlMs = autoLifetimeMs ?? (status === 200 ? policy.ttl : policy.notFoundTtl) * 1000;
-  const freshUntil = storedAt + ttlMs;
-  return {
-    storedAt,
-    freshUntil,
-    keepUntil: freshUntil + Math.max(policy.staleWhileRevalidate, policy.staleIfError) * 1000,
-    autoLifetimeMs,
-  };
-}
-
-/**
  * The entry for a cacheable answer (a well-formed 200, or the 404 of a single record); a
  * prefetch's is flagged as fetched ahead until a request takes it (docs/cache.md#prefetch).
  */
@@ -62,7 +40,6 @@ export function entryFor(
   ahead: boolean,
 ): CacheEntry {
   const etag = strongEtag(answer.body);
-  const times = timesFor(answer.status, policy, storedAt, under.lifetimeMs);
   const mark = keptMarks(under.mark);
   return {
     status: answer.status,
@@ -71,10 +48,9 @@ export function entryFor(
     body: answer.body,
     // Compressed once, here: the store keeps it, and `br` clients are sent it, this one included.
     brotli: brotliBody(answer.body, etag),
-    ...times,
-    // Kept a while past its freshness even without stale windows: the replica that fetched it
-    // reads then whether a request took it (a longer keep serves nothing stale: the windows do).
-    ...(ahead && { keepUntil: Math.max(times.keepUntil, times.freshUntil + AHEAD_KEPT_MS) }),
+    // Its times (page-lifetime.ts): one fetched ahead is kept a while past its freshness even
+    // without stale windows, for the replica that fetched it to read whether a request took it.
+    ...filledTimes(answer.status, policy, storedAt, under.lifetimeMs, ahead),
     generation: under.generation,
     upstreamEtag: answer.etag,
     lastModified: answer.lastModified,
@@ -102,7 +78,7 @@ export function revalidated(
     mark: keptMarks(mark),
     // A refresh is a request's (or a hit's): whatever was fetched ahead has been taken.
     ahead: undefined,
-    ...timesFor(current.status, policy, at, lifetimeMs),
+    ...filledTimes(current.status, policy, at, lifetimeMs, false),
     upstreamEtag: validators.etag,
     lastModified: validators.lastModified,
   };

@@ -10,7 +10,8 @@ import { listsMark, newMark } from '../entry/marks.js';
 import { encodeChangedIds } from '../entry/page-window.js';
 import type { L1Cache } from '../stores/l1.js';
 import type { CacheStore } from '../stores/store.js';
-import type { CachePolicies, EffectivePolicy } from './policy.js';
+import { longestKeptMs } from './page-lifetime.js';
+import type { CachePolicies } from './policy.js';
 import { createLocalPurgeBus, type PurgeBus } from './purge-bus.js';
 
 export interface GroupChangesOptions {
@@ -22,16 +23,6 @@ export interface GroupChangesOptions {
   readonly metrics?: Pick<Metrics, 'invalidation'> | undefined;
   /** How purges reach the other replicas (default: this process only). */
   readonly purges?: PurgeBus | undefined;
-}
-
-/**
- * How long an entry filled under a policy may be kept at most, ms: its longest freshness and stale
- * window, and the minute a page fetched ahead is kept past its freshness (fill-entry.ts). A record's
- * invalidation mark lives that long: by then every entry filled before it has gone.
- */
-function keptFor(policy: EffectivePolicy): number {
-  const fresh = Math.max(policy.ttl, policy.notFoundTtl, policy.autoTtl?.max ?? 0);
-  return (fresh + Math.max(policy.staleWhileRevalidate, policy.staleIfError) + 60) * 1000;
 }
 
 export class GroupChanges {
@@ -75,7 +66,8 @@ export class GroupChanges {
     const stored = await Promise.all(
       names.map((name) => {
         const group = { company, resource: name };
-        const keepMs = keptFor(policies.policyFor(name));
+        // A record's mark outlives every entry filled before it (page-lifetime.ts).
+        const keepMs = longestKeptMs(policies.policyFor(name));
         return store.invalidate({ keys: markKeys(keyPrefix, group), mark, listsMark: onLists, records, keepMs });
       }),
     );

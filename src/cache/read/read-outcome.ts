@@ -1,6 +1,7 @@
 /**
  * What a read gives the data plane (`ReadOutcome`), made from a cache entry or from an origin's
- * answer passed on; and the freshness arithmetic every answer from an entry shares. Pure.
+ * answer passed on; and how every answer from an entry tells its freshness (its times:
+ * page-lifetime.ts). Pure.
  */
 import type { CacheResult, CacheStatus } from '../entry/cache-status.js';
 import { cacheResultOf, formatCacheStatus } from '../entry/cache-status.js';
@@ -8,6 +9,7 @@ import type { CacheEntry, CodedBody } from '../entry/entry.js';
 import { asOfMarks } from '../entry/marks.js';
 import { isCurrent, type StoreLookup } from '../stores/store.js';
 import type { OriginAnswer } from './origin.js';
+import { freshUntilUnder, servedLifetimeMs, staleIfErrorUntil } from './page-lifetime.js';
 import type { EffectivePolicy } from './policy.js';
 
 /** What the client is sent, before the headers every read gets. */
@@ -51,24 +53,11 @@ export function wholeSeconds(ms: number): number {
  * A clock behind another replica's (a negative age) counts as age 0.
  */
 function lifetimeSeconds(entry: CacheEntry): number {
-  return Math.max(0, wholeSeconds(entry.freshUntil - entry.storedAt));
+  return Math.max(0, wholeSeconds(servedLifetimeMs(entry)));
 }
 
 function ageSeconds(entry: CacheEntry, at: number): number {
   return Math.max(0, Math.ceil((at - entry.storedAt) / 1000));
-}
-
-/**
- * How long an entry is fresh under the policy in force, ms: a 404 its `notFoundTtl`; a 200 its
- * `ttl`, or under automatic lifetimes its own lifetime within the bounds in force (the `ttl` for an
- * entry filled without one: docs/cache.md#automatic-lifetimes).
- */
-export function lifetimeMs(entry: CacheEntry, policy: EffectivePolicy): number {
-  if (entry.status !== 200) return policy.notFoundTtl * 1000;
-  const bounds = policy.autoTtl;
-  if (bounds === undefined) return policy.ttl * 1000;
-  const own = entry.autoLifetimeMs ?? policy.ttl * 1000;
-  return Math.min(bounds.max * 1000, Math.max(bounds.min * 1000, own));
 }
 
 /**
@@ -77,7 +66,7 @@ export function lifetimeMs(entry: CacheEntry, policy: EffectivePolicy): number {
  * stored for it, since the store keeps an entry only until its keep-until.
  */
 export function withPolicy(entry: CacheEntry, policy: EffectivePolicy): CacheEntry {
-  const freshUntil = entry.storedAt + lifetimeMs(entry, policy);
+  const freshUntil = freshUntilUnder(entry, policy);
   return freshUntil === entry.freshUntil ? entry : { ...entry, freshUntil };
 }
 
@@ -130,7 +119,7 @@ export function staleIfError(
   fwdStatus: number,
   upstreamMs: number | undefined,
 ): ReadOutcome | undefined {
-  if (stale === undefined || at >= stale.freshUntil + policy.staleIfError * 1000) return undefined;
+  if (stale === undefined || at >= staleIfErrorUntil(stale, policy)) return undefined;
   return fromEntry(
     stale,
     at,

@@ -39,9 +39,10 @@ import type { FillObservation } from './fill-result.js';
 import { FillServing } from './fill-serving.js';
 import { GroupChanges } from './group-changes.js';
 import type { Origin, ReadRequest } from './origin.js';
+import { revalidatingUntil } from './page-lifetime.js';
 import type { CachePolicies, EffectivePolicy } from './policy.js';
 import type { PurgeBus } from './purge-bus.js';
-import { fromEntry, lifetimeMs, type ReadOutcome, servedEntry, wholeSeconds } from './read-outcome.js';
+import { fromEntry, type ReadOutcome, servedEntry, wholeSeconds } from './read-outcome.js';
 import { type StoreFinding, StoreReads } from './store-reads.js';
 
 export type { ReadRequest };
@@ -231,7 +232,7 @@ class CacheReadService implements ReadService {
     entry: CacheEntry,
     at: number,
   ): ReadOutcome | undefined {
-    if (at >= entry.freshUntil + this.#staleWindowMs(entry, policy)) return undefined;
+    if (at >= this.#revalidatingUntil(entry, policy)) return undefined;
     const held = this.#copies.held(address);
     if (held === undefined) return undefined;
     this.#refresher.refresh(request, address, policy, held);
@@ -281,7 +282,7 @@ class CacheReadService implements ReadService {
       this.#prefetcher.served(request, address, policy, current);
       return fromEntry(current, at, { kind: 'hit', ttl: wholeSeconds(current.freshUntil - at) });
     }
-    if (at < current.freshUntil + this.#staleWindowMs(current, policy)) {
+    if (at < this.#revalidatingUntil(current, policy)) {
       this.#refresher.refresh(request, address, policy, lookup);
       return fromEntry(current, at, { kind: 'revalidating', ttl: wholeSeconds(current.freshUntil - at) });
     }
@@ -289,17 +290,11 @@ class CacheReadService implements ReadService {
   }
 
   /**
-   * How long past its freshness an entry is served while one refresh runs: the policy's
-   * stale-while-revalidate, or, for a page the system of record said changed, at most
-   * `cache.invalidation.staleFor`: a hot page is read again within it and refreshed without a
-   * wait, and a page read later waits for its (conditional) refresh rather than being served a
-   * copy known to be that old.
+   * Until when an entry past its freshness is served while one refresh runs (`revalidatingUntil`,
+   * page-lifetime.ts): its stale-while-revalidate window, shorter for a page with a lifetime of its
+   * own, and at most `cache.invalidation.staleFor` for a page the system of record said changed.
    */
-  #staleWindowMs(entry: CacheEntry, policy: EffectivePolicy): number {
-    let window = policy.staleWhileRevalidate * 1000;
-    // A page with a lifetime of its own is not served staler than that lifetime: one that changes
-    // every few seconds waits for its refresh rather than be served tens of seconds old.
-    if (policy.autoTtl !== undefined) window = Math.min(window, lifetimeMs(entry, policy));
-    return entry.invalidatedAt === undefined ? window : Math.min(window, this.#options.invalidatedStaleForMs ?? window);
+  #revalidatingUntil(entry: CacheEntry, policy: EffectivePolicy): number {
+    return revalidatingUntil(entry, policy, this.#options.invalidatedStaleForMs);
   }
 }
