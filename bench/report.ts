@@ -10,7 +10,7 @@ import { TARGET_US_PER_429 } from './phases/rate-limited.js';
 import { TARGET_STORED_RATIO } from './phases/stored-bytes.js';
 import { type BenchRun, type TargetFigures, targetFigures, targetRows } from './report/figures.js';
 import { benchMarkdown, disturbanceOf } from './report/markdown.js';
-import { crowdVerdict, freshnessVerdicts, neighbourVerdict } from './report/phase-verdicts.js';
+import { adviceVerdict, crowdVerdict, freshnessVerdicts, neighbourVerdict } from './report/phase-verdicts.js';
 import { benchResultLine } from './report/result-line.js';
 import { redisLoadVerdict, type Verdict, verdicts } from './report/verdicts.js';
 import { BARE, HAPROXY, NGINX, PROXY, PROXY_BR } from './run/hit-rounds.js';
@@ -49,6 +49,7 @@ function runVerdicts(run: BenchRun): Verdict[] {
     }),
     neighbourVerdict(run.neighbour),
     ...freshnessVerdicts(run.freshness),
+    adviceVerdict(run.advice),
     crowdVerdict(run.crowd),
     redisLoadVerdict(run.redisLoad),
   ];

@@ -21,6 +21,7 @@
  *   redis-load.ts        Redis commands per hot page while nothing changes, with the change channel and without
  *   noisy-neighbour.ts   one company's cold misses beside another's storm, on a small upstream budget
  *   freshness.ts         stale answers on the live sandbox: shipped TTLs, invalidations, automatic lifetimes
+ *   advice-accuracy.ts   the freshness advice's stale share against what readers saw
  *   many-credentials.ts  250,000 distinct tokens on one cached page, in batches
  *   breakdown.ts         a hit's microseconds in process, step by step of the request flow
  *
@@ -42,6 +43,7 @@
 import { KEY_PREFIX } from './lib/bench-config.js';
 import { say } from './lib/format.js';
 import { runProgram, stop } from './lib/processes.js';
+import { runAdviceAccuracy } from './phases/advice-accuracy.js';
 import { allocationSettings, runAllocation } from './phases/allocation.js';
 import { runBreakdown } from './phases/breakdown.js';
 import { runCoalescing } from './phases/coalescing.js';
@@ -93,6 +95,8 @@ async function bench(): Promise<number> {
   await stop(neighbourProxy.launched);
   say();
   const freshness = await runFreshnessRuns(setup.nodeFlags);
+  const advice = await runAdviceAccuracy(setup.nodeFlags);
+  say();
   const crowd = await runManyCredentials(manyCredentialsSettings());
   say();
 
@@ -118,6 +122,7 @@ async function bench(): Promise<number> {
     coalesced,
     neighbour,
     freshness,
+    advice,
     crowd,
     redisLoad,
     breakdown,

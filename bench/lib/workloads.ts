@@ -79,6 +79,35 @@ async function logPageTargets(
   return targets;
 }
 
+/** Every record page of these resources in every company, their ids walked from the lists, 100 a page. */
+export async function recordTargets(
+  agent: Agent,
+  sandboxUrl: string,
+  tokens: ReadonlyMap<string, string>,
+  resources: readonly string[],
+): Promise<Target[]> {
+  const targets: Target[] = [];
+  for (const [company, token] of tokens)
+    for (const resource of resources)
+      for (let afterId = 0, more = true; more; ) {
+        const path = `${API_PREFIX}/${resource}?per_page=100${afterId > 0 ? `&after_id=${String(afterId)}` : ''}`;
+        const page = (await fetchJson(agent, sandboxUrl, path, token)).body as
+          | { data?: Array<{ id: number }>; meta?: { has_more?: boolean; next_after_id?: number } }
+          | undefined;
+        for (const { id } of page?.data ?? [])
+          targets.push({
+            company,
+            resource,
+            path: `${API_PREFIX}/${resource}/${String(id)}`,
+            read: { kind: 'record', id },
+          });
+        const next = page?.meta?.next_after_id;
+        more = page?.meta?.has_more === true && typeof next === 'number' && next > afterId;
+        if (typeof next === 'number') afterId = next;
+      }
+  return targets;
+}
+
 /** The readers and changes of a workload, on a sandbox whose dataset is as it started. */
 export async function prepareWorkload(
   workload: FreshnessWorkload,

@@ -4,6 +4,7 @@
  */
 import type { BreakdownReport } from '../hit-breakdown.js';
 import type { Summary } from '../lib/rounds.js';
+import type { AdviceFigures } from '../phases/advice-accuracy.js';
 import type { AllocationFigures } from '../phases/allocation.js';
 import type { CoalescingFigures } from '../phases/coalescing.js';
 import type { FreshnessRuns } from '../phases/freshness.js';
@@ -30,6 +31,7 @@ export interface BenchRun extends HitRounds {
   readonly coalesced: CoalescingFigures;
   readonly neighbour: NeighbourFigures;
   readonly freshness: FreshnessRuns;
+  readonly advice: AdviceFigures;
   readonly crowd: ManyCredentialsFigures;
   readonly redisLoad: RedisLoadFigures;
   readonly breakdown: BreakdownReport;

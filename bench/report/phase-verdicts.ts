@@ -4,6 +4,7 @@
  * and automatic lifetimes, judged), and many credentials.
  */
 import { fmt, fmtInt } from '../lib/format.js';
+import { ADVICE_TOLERANCE, type AdviceFigures } from '../phases/advice-accuracy.js';
 import {
   AUTO_P99_RATIO,
   AUTO_STALE_RATIO,
@@ -88,6 +89,19 @@ function autoVerdict(fixed: FreshnessFigures, auto: FreshnessFigures): Verdict {
     target: `automatic lifetimes (pages workload): stale ≤ ${fmt(AUTO_STALE_RATIO)}× fixed at ≤ its requests, or ≤ its stale at ≤ ${fmt(AUTO_STALE_RATIO)}× the requests; p99 ≤ ${fmt(AUTO_P99_RATIO)}×`,
     figure: `${fmt(auto.staleShare * 100, 1)}% vs ${fmt(fixed.staleShare * 100, 1)}% stale (${fmt(stale)}×), p99 ${fmt(auto.p99Ms / 1000, 1)} vs ${fmt(fixed.p99Ms / 1000, 1)} s (${fmt(p99)}×), ${fmtInt(auto.upstreamPerMinute)} vs ${fmtInt(fixed.upstreamPerMinute)} upstream requests/min (${fmt(requests)}×)`,
     pass: trade && p99 <= AUTO_P99_RATIO,
+  };
+}
+
+/** The freshness advice's stale share against the share readers saw, for three change rates. */
+export function adviceVerdict(advice: AdviceFigures): Verdict {
+  const ratios = advice.rows.map(
+    (row) =>
+      `${row.resource} ${row.estimatedStaleShare === null ? 'n/a' : `${fmt(row.estimatedStaleShare / row.measuredStaleShare)}×`}`,
+  );
+  return {
+    target: `freshness advice: estimated stale share within ±${fmt(ADVICE_TOLERANCE * 100, 0)}% of measured, changes every 5, 20 and 60 s`,
+    figure: ratios.join(', '),
+    pass: advice.pass,
   };
 }
 
