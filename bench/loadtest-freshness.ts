@@ -15,7 +15,8 @@
  * As a program (`node dist-bench/bench/loadtest-freshness.js`, e.g. in the docker-compose `loadgen`
  * image) against a running topology: TARGET_URL (the balancer), ADMIN_URLS (every replica's admin
  * port, the first taking the webhook, in the sandbox's reach), SANDBOX_URL (SANDBOX_CONTROL on),
- * JWT_SECRET, ADMIN_TOKEN (the replicas'), LOADTEST_FRESHNESS_SECONDS, LOADTEST_FRESHNESS_RATE,
+ * JWT_SECRET, ADMIN_TOKEN (the replicas'), INVALIDATE_TOKEN (the replicas', the webhook's; else
+ * ADMIN_TOKEN), LOADTEST_FRESHNESS_SECONDS, LOADTEST_FRESHNESS_RATE,
  * LOADTEST_FRESHNESS_WORKLOADS.
  */
 import { Agent } from 'node:http';
@@ -58,8 +59,10 @@ export interface FreshnessTopology {
   readonly adminUrls: readonly string[];
   readonly sandboxUrl: string;
   readonly secret: string;
-  /** The replicas' ADMIN_TOKEN: the purges' and the webhook's. */
+  /** The replicas' ADMIN_TOKEN: the purges' and the TTL overrides'. */
   readonly adminToken: string;
+  /** The replicas' INVALIDATE_TOKEN, the webhook's (docs/operations.md#the-change-feed); ADMIN_TOKEN without one. */
+  readonly feedToken?: string | undefined;
 }
 
 export interface LoadtestFreshnessRun extends FreshnessFigures {
@@ -135,7 +138,7 @@ async function runVariant(
     await awaitLifetimes(topology.adminUrls, topology.adminToken, FED_TTL);
   }
   await purgeCompanies(webhookAdmin, topology.adminToken);
-  const webhook = { url: `${webhookAdmin}/admin/cache/invalidate`, token: topology.adminToken };
+  const webhook = { url: `${webhookAdmin}/admin/cache/invalidate`, token: topology.feedToken ?? topology.adminToken };
   if (variant !== 'still')
     await sandboxControl(topology.sandboxUrl, 'PUT', 'live', {
       ...prepared.live,
@@ -280,6 +283,7 @@ async function main(): Promise<number> {
     sandboxUrl: required('SANDBOX_URL'),
     secret: required('JWT_SECRET'),
     adminToken: required('ADMIN_TOKEN'),
+    feedToken: envText('INVALIDATE_TOKEN'),
   };
   const pace = freshnessPace();
   if (pace === undefined) return 0;

@@ -14,7 +14,8 @@
  * Then, unless LOADTEST_FRESHNESS_SECONDS is 0, the freshness phase on the same topology
  * (bench/loadtest-freshness.ts): the sandbox live, readers through the balancer judged against its
  * change log, with the replicas' TTLs alone and then with each change sent to proxy1's
- * `/admin/cache/invalidate` (every replica runs with one ADMIN_TOKEN, drawn for the run).
+ * `/admin/cache/invalidate` (every replica runs with one ADMIN_TOKEN and one INVALIDATE_TOKEN, the
+ * webhook's, drawn for the run).
  *
  * It then writes the run's JSON and a self-contained HTML report (charts over time, statuses, the
  * topology, the freshness figures) to LOADTEST_REPORT_DIR, and prints the Markdown lines for
@@ -62,8 +63,10 @@ async function main(): Promise<number> {
   const configFile = envText('LOADTEST_CONFIG') ?? LOADTEST_CONFIG_FILE;
   const freshnessSettings = freshnessPace();
   requireBuild();
-  // One operator token for every replica: the freshness phase's purges and webhook need it.
+  // One operator token for every replica (the freshness phase's purges and TTL overrides), and one
+  // token of the change feed, which may only invalidate (the webhook's).
   const adminToken = randomBytes(24).toString('base64url');
+  const feedToken = randomBytes(24).toString('base64url');
 
   const redis: RedisTopology = redisMode === 'cluster' ? await startRedisClusterTopology() : await startRedisServer();
   const sandbox = await startSandbox({ secret: LOADTEST_SECRET });
@@ -79,7 +82,7 @@ async function main(): Promise<number> {
         stdout: 'pipe',
         // No measurement on a degraded start: every replica must have its Redis first.
         waitForRedis: true,
-        env: { ADMIN_TOKEN: adminToken },
+        env: { ADMIN_TOKEN: adminToken, INVALIDATE_TOKEN: feedToken },
       }),
     ),
   );
@@ -120,6 +123,7 @@ async function main(): Promise<number> {
             sandboxUrl: sandbox.url,
             secret: LOADTEST_SECRET,
             adminToken,
+            feedToken,
           },
           freshnessSettings,
           `${String(replicas)} ${replicas === 1 ? 'replica' : 'replicas'} sharing ${redis.mode === 'cluster' ? 'a Redis Cluster' : 'one Redis'}`,

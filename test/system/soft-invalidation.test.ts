@@ -7,7 +7,9 @@
  * figure), the upstream is asked once for each page that could show the change and for nothing
  * else (a record not named stays a hit, and so does a list page whose keyset window cannot hold
  * the record: docs/cache.md#window-marks), and an invalidation taken before the master holding its
- * marks is killed still holds after the failover, for the pages it reaches and no other.
+ * marks is killed still holds after the failover, for the pages it reaches and no other; on the
+ * cluster after the failover, an appended record reaches only a list's last page, and a record
+ * moved out of a filtered list only the page that showed it.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,6 +73,22 @@ afterAll(async () => {
   await sandbox?.close();
   await redis?.stop();
 });
+
+/** Every page of a list from its start (`query` without a cursor), by `next_after_id`: their paths and ids. */
+async function walk(query: string): Promise<Array<{ readonly path: string; readonly ids: number[] }>> {
+  const pages: Array<{ path: string; ids: number[] }> = [];
+  for (let afterId = 0, more = true; more; ) {
+    const path = `${query}${afterId > 0 ? `&after_id=${String(afterId)}` : ''}`;
+    const page = (await getWithToken(replicas[0]?.url ?? '', path, token)).json() as {
+      data: Array<{ id: number }>;
+      meta: { has_more: boolean; next_after_id: number | null };
+    };
+    pages.push({ path, ids: page.data.map((record) => record.id) });
+    more = page.meta.has_more && page.meta.next_after_id !== null;
+    afterId = page.meta.next_after_id ?? afterId;
+  }
+  return pages;
+}
 
 /** Every page on every replica, twice: stored, then held in each L1. */
 async function warm(paths: readonly string[]): Promise<Map<string, string>> {
@@ -166,5 +184,40 @@ describe('a change sent to one replica by the system of record', () => {
     // The lists' mark names the record through the failover: the next page still cannot show it.
     for (const replica of replicas) expect(await etagOn(replica, deeperPage())).toBe(before.get(deeperPage()));
     expect(asked(deeperPage())).toBe(0);
+  });
+
+  it('after the failover, reaches a log’s last page alone when a record is appended, and a moved record’s filtered page alone', {
+    timeout: 60_000,
+  }, async () => {
+    const log = await walk(`${API_PREFIX}/transfers?per_page=7`);
+    const drafts = await walk(`${API_PREFIX}/transfers?status=draft&per_page=2`);
+    const [firstLog, lastLog] = [log[0], log.at(-1)];
+    const [firstDraft, secondDraft] = drafts;
+    if (log.length < 2 || drafts.length < 3 || !firstLog || !lastLog || !firstDraft || !secondDraft)
+      throw new Error('company 1 has too few transfers for a log of two pages and three pages of drafts');
+    const paths = [firstLog.path, lastLog.path, firstDraft.path, secondDraft.path];
+    const before = await warm(paths);
+    sandbox.resetStats();
+    // Appended: above every id, so only the page without more can show it.
+    const appended = sandbox.live.change('transfers', 'append', '1');
+    expect(appended).toBeDefined();
+    await webhook.idle();
+    for (const replica of replicas)
+      await until(
+        async () => (await etagOn(replica, lastLog.path)) !== before.get(lastLog.path),
+        'the appended record',
+      );
+    expect(asked(lastLog.path)).toBe(1);
+    for (const replica of replicas) expect(await etagOn(replica, firstLog.path)).toBe(before.get(firstLog.path));
+    expect(asked(firstLog.path)).toBe(0);
+    // Moved out of the drafts: the first drafts page showed it, the second's window cannot hold it.
+    const movedId = firstDraft.ids[0] ?? 0;
+    expect(sandbox.live.change('transfers', 'move', movedId)?.after.status).not.toBe('draft');
+    await webhook.idle();
+    for (const replica of replicas)
+      await until(async () => (await etagOn(replica, firstDraft.path)) !== before.get(firstDraft.path), 'the move');
+    expect(asked(firstDraft.path)).toBe(1);
+    for (const replica of replicas) expect(await etagOn(replica, secondDraft.path)).toBe(before.get(secondDraft.path));
+    expect(asked(secondDraft.path)).toBe(0);
   });
 });
