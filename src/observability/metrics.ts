@@ -87,6 +87,8 @@ export interface Metrics {
     seconds: number,
     company?: string,
   ): void;
+  /** A resource's reads answered since the start (hits, stale, misses, collapsed): the freshness advice's. */
+  readsOf(resource: string): number;
   /** A client fill's turn at the upstream budget (not a prefetch's): granted or refused, after waiting. */
   companySlot(company: string, granted: boolean, waitedSeconds: number): void;
   /** The `top` companies by requests to this replica, the rest summed (the admin API's `/admin/companies`). */
@@ -167,6 +169,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       requests.record(resource, status, cache, seconds);
       if (company !== undefined) usage.request(company, cache);
     },
+    readsOf: (resource) => requests.readsOf(resource),
     companySlot: (company, granted, waitedSeconds) => usage.slot(company, granted, waitedSeconds * 1000),
     companies: (top) => usage.ranking(top),
     upstream(resource, status, seconds) {

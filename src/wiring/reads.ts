@@ -47,6 +47,7 @@ export function wireReads(
     metrics,
     refreshAhead: config.cache.refresh.ahead,
     staleWindowOf: (resource) => staleWindowOf(policies.policyFor(resource)),
+    readsOf: metrics === undefined ? undefined : (resource) => metrics.readsOf(resource),
   });
   const autoBudget = new AutoRefreshBudget({
     perReplica: config.cache.autoTtl.maxRefreshesPerSecond,

@@ -169,8 +169,13 @@ describe('the stale share estimate against a simulated resource', () => {
     return times;
   }
 
-  function simulatePage(random: () => number, every: number, readsPerSecond: number, counted: Counted): void {
-    const horizon = READS_PER_PAGE / readsPerSecond;
+  function simulatePage(
+    random: () => number,
+    every: number,
+    readsPerSecond: number,
+    counted: Counted,
+    horizon = READS_PER_PAGE / readsPerSecond,
+  ): void {
     const changes = poissonTimes(random, 1 / every, horizon);
     const point = TTL * (1 - AHEAD * random());
     let copy = { storedAt: 0, nextChange: firstAfter(changes, 0) };
@@ -217,6 +222,40 @@ describe('the stale share estimate against a simulated resource', () => {
     const advice = adviceFor('receipts', totals, serving, 5, 10);
     return { simulated: counted.stale / counted.reads, estimated: advice.staleShareEstimate };
   }
+
+  /** Pages read at the rates given over one span, as a Zipf of reads spreads them: all in one total. */
+  function simulateMixed(every: number, rates: readonly number[]): { simulated: number; totals: WindowTotals } {
+    const random = seeded(every * 7_919);
+    const counted: Counted = { reads: 0, stale: 0, refreshes: 0, changed: 0, heldSeconds: 0, waitedSeconds: 0 };
+    for (const rate of rates) simulatePage(random, every, rate, counted, 20_000);
+    const totals: WindowTotals = {
+      fills: rates.length,
+      refreshes: counted.refreshes,
+      unchanged: counted.refreshes - counted.changed,
+      changed: counted.changed,
+      heldSeconds: counted.heldSeconds,
+      waitedSeconds: counted.waitedSeconds,
+      bytes: 0,
+      lastModifiedChanges: 0,
+      lastModifiedSeconds: 0,
+    };
+    return { simulated: counted.stale / counted.reads, totals: { ...totals, reads: counted.reads } };
+  }
+
+  it.each([5, 20, 60])(
+    'weighs the wait by reads when they are counted: within 25% under a Zipf of reads, a change every %i s',
+    (every) => {
+      // Zipf over 60 pages: the k-th read 4/k times a second, down to one read every 15 s.
+      const rates = Array.from({ length: 60 }, (_, k) => 4 / (k + 1));
+      const { simulated, totals } = simulateMixed(every, rates);
+      const serving = { ttl: TTL, staleWindow: STALE_WINDOW, ahead: AHEAD };
+      const weighed = adviceFor('receipts', totals, serving, 5, 10).staleShareEstimate ?? 0;
+      const perRefresh = adviceFor('receipts', { ...totals, reads: undefined }, serving, 5, 10).staleShareEstimate ?? 0;
+      expect(weighed / simulated).toBeGreaterThan(0.75);
+      expect(weighed / simulated).toBeLessThan(1.25);
+      expect(Math.abs(weighed / simulated - 1)).toBeLessThan(Math.abs(perRefresh / simulated - 1));
+    },
+  );
 
   it.each([
     { every: 5, readsPerSecond: 4 },

@@ -112,6 +112,21 @@ describe('the freshness ledger', () => {
     expect(early?.refreshWaitSeconds).toBeCloseTo((START + 29_000 - point) / 1000, 9);
   });
 
+  it('weighs the wait by the reads since its window’s first fill when the reads are counted', () => {
+    let reads = 1_000;
+    const ledger = new FreshnessLedger({ now: () => START, readsOf: () => reads });
+    // Two copies held 34 s and 40 s (waits of 4 and 10 s past a 30 s TTL), read 37 times in all.
+    ledger.observe(refreshed('receipts?per_page=1', START + 34_000, 'modified', 34_000));
+    reads += 37;
+    ledger.observe(refreshed('receipts?per_page=2', START + 40_000, 'not_modified', 40_000));
+    const [receipts] = ledger.advice(5, ttlOf, START + 50_000).resources;
+    // 74 s held over 37 reads: 2 s between a page's reads, less than the 7 s mean per refresh.
+    expect(receipts?.refreshWaitSeconds).toBe(2);
+    // Never more than the mean per refresh: with fewer reads than that, the refreshes' mean.
+    reads = 1_001;
+    expect(ledger.advice(5, ttlOf, START + 50_000).resources[0]?.refreshWaitSeconds).toBe(7);
+  });
+
   it('lists only resources with fills in the window, in catalog order, each with its own TTL', () => {
     const ledger = new FreshnessLedger({ now: () => START });
     ledger.observe(filled('warehouses?per_page=1', START));

@@ -184,6 +184,8 @@ export interface WindowTotals {
    * point), summed, seconds: the wait for a read past it, and the refresh.
    */
   readonly waitedSeconds: number;
+  /** The resource's reads in the window, when they are counted (hits, stale, misses). */
+  readonly reads?: number | undefined;
   /** Body bytes the upstream sent, every fill. */
   readonly bytes: number;
   /** Refreshes whose answer carried a later `Last-Modified` than the copy held, and the gaps summed. */
@@ -218,6 +220,21 @@ export const NO_REFRESH_NOTE = 'no refresh seen yet: nothing to judge the TTL by
 export const NO_CHANGE_NOTE = 'no change seen: the TTL can grow';
 export const ALWAYS_CHANGED_NOTE = 'every refresh found a change: changes may come more often than shown';
 
+/**
+ * The mean wait past a copy's refresh point as the readers meet it (`CopyCycle.wait`), seconds.
+ * Measured per refresh it leans to the pages read least: they wait longest, and are refreshed about
+ * as often as the hot ones. With the reads counted it is weighed by reads instead: a page read at
+ * rate r waits about 1/r past its point and serves each copy it holds for H to r·H reads, so the
+ * copies' held time over the reads, ΣH / Σ r·H, is 1/r averaged over the reads. Never more than the
+ * mean per refresh (the reads also count pages filled, not refreshed, in the window).
+ */
+function readersWait(totals: WindowTotals): number | undefined {
+  if (totals.refreshes === 0) return undefined;
+  const byRefreshes = totals.waitedSeconds / totals.refreshes;
+  if (totals.reads === undefined || totals.reads <= totals.refreshes) return byRefreshes;
+  return Math.min(byRefreshes, totals.heldSeconds / totals.reads);
+}
+
 /** A resource's advice from its window's totals, the policy in force and the target staleness. */
 export function adviceFor(
   resource: ResourceName,
@@ -228,7 +245,7 @@ export function adviceFor(
 ): ResourceFreshness {
   const rate = changeRate({ refreshes: totals.refreshes, changed: totals.changed, heldSeconds: totals.heldSeconds });
   const changing = rate !== undefined && totals.changed > 0;
-  const wait = totals.refreshes === 0 ? undefined : totals.waitedSeconds / totals.refreshes;
+  const wait = readersWait(totals);
   return {
     resource,
     ttlSeconds: serving.ttl,

@@ -42,6 +42,11 @@ export interface FreshnessLedgerOptions {
    * stale-while-revalidate in force); none by default: a read past the TTL waits for the fill.
    */
   readonly staleWindowOf?: ((resource: ResourceName) => number) | undefined;
+  /**
+   * A resource's reads answered since the start (`Metrics.readsOf`): with it the readers' wait is
+   * weighed by reads, not by refreshes (freshness-advice.ts, `adviceFor`).
+   */
+  readonly readsOf?: ((resource: ResourceName) => number) | undefined;
 }
 
 /** One minute of one resource's fills. */
@@ -57,6 +62,8 @@ interface MinuteCounts {
   bytes: number;
   lastModifiedChanges: number;
   lastModifiedMs: number;
+  /** The resource's reads since the start when the minute's first fill was counted; undefined: none. */
+  readsAt: number | undefined;
 }
 
 export class FreshnessLedger {
@@ -65,8 +72,10 @@ export class FreshnessLedger {
   readonly #metrics: Pick<Metrics, 'upstreamFillBytes'> | undefined;
   readonly #ahead: number;
   readonly #staleWindowOf: (resource: ResourceName) => number;
+  readonly #readsOf: ((resource: ResourceName) => number) | undefined;
 
   constructor(options: FreshnessLedgerOptions) {
+    this.#readsOf = options.readsOf;
     this.#startedAt = options.now();
     this.#metrics = options.metrics;
     this.#ahead = options.refreshAhead ?? 0;
@@ -87,6 +96,7 @@ export class FreshnessLedger {
     const counts = this.#bucket(address.group.resource, Math.floor(at / MINUTE_MS));
     // A fill answered before the window (a slow exchange reported late) is no longer counted.
     if (counts === undefined) return;
+    counts.readsAt ??= this.#readsOf?.(address.group.resource);
     counts.bytes += bytes;
     if (outcome === 'filled' || previous === undefined) {
       counts.fills++;
@@ -119,7 +129,7 @@ export class FreshnessLedger {
     const resources: ResourceFreshness[] = [];
     for (const resource of RESOURCE_NAMES) {
       const ring = this.#rings.get(resource);
-      const totals = ring === undefined ? undefined : totalsOf(ring, current);
+      const totals = ring === undefined ? undefined : totalsOf(ring, current, this.#readsOf?.(resource));
       if (totals === undefined || totals.fills + totals.refreshes === 0) continue;
       const serving = { ttl: ttlOf(resource), staleWindow: this.#staleWindowOf(resource), ahead: this.#ahead };
       resources.push(adviceFor(resource, totals, serving, targetSeconds, windowSeconds / 60));
@@ -157,14 +167,20 @@ function emptyMinute(minute: number): MinuteCounts {
     bytes: 0,
     lastModifiedChanges: 0,
     lastModifiedMs: 0,
+    readsAt: undefined,
   };
 }
 
-/** A ring's buckets of the window ending with minute `current`, summed. */
-function totalsOf(ring: readonly MinuteCounts[], current: number): WindowTotals {
+/**
+ * A ring's buckets of the window ending with minute `current`, summed; with `readsNow` (the
+ * resource's reads since the start), the reads since the window's first counted fill.
+ */
+function totalsOf(ring: readonly MinuteCounts[], current: number, readsNow: number | undefined): WindowTotals {
   const sum = emptyMinute(current);
+  let readsFrom: number | undefined;
   for (const counts of ring) {
     if (counts.minute > current || counts.minute <= current - WINDOW_MINUTES) continue;
+    if (counts.readsAt !== undefined) readsFrom = Math.min(readsFrom ?? counts.readsAt, counts.readsAt);
     sum.fills += counts.fills;
     sum.refreshes += counts.refreshes;
     sum.unchanged += counts.unchanged;
@@ -185,6 +201,7 @@ function totalsOf(ring: readonly MinuteCounts[], current: number): WindowTotals 
     bytes: sum.bytes,
     lastModifiedChanges: sum.lastModifiedChanges,
     lastModifiedSeconds: sum.lastModifiedMs / 1000,
+    ...(readsNow !== undefined && readsFrom !== undefined && { reads: readsNow - readsFrom }),
   };
 }
 

@@ -12,11 +12,15 @@ import type { MetricRegistry } from './registry.js';
 
 type RequestLabel = (typeof REQUESTS.labelNames)[number];
 
-/** A request label set's count and duration series. */
+/** A request label set's count and duration series, and its count since the start. */
 interface RequestEntry {
   readonly count: PendingCount<RequestLabel>;
   readonly seconds: HistogramSeries;
+  total: number;
 }
+
+/** The cache labels of reads answered from the cache or for it (not `bypass`, not `none`). */
+const READ_RESULTS = ['hit', 'stale', 'miss', 'collapsed'];
 
 /** `slab_proxy_requests_total` and `slab_proxy_request_duration_seconds`. */
 export class RequestSeries {
@@ -39,7 +43,16 @@ export class RequestSeries {
   record(resource: string | undefined, status: number, cache: string | undefined, seconds: number): void {
     const entry = this.#entry(resourceLabel(resource), cache ?? 'none', status);
     entry.count.pending += 1;
+    entry.total += 1;
     this.#seconds.record(entry.seconds, seconds);
+  }
+
+  /** A resource's reads answered since the start, whatever their status (the freshness advice's). */
+  readsOf(resource: string): number {
+    const byCache = this.#entries.get(resourceLabel(resource));
+    let reads = 0;
+    for (const result of READ_RESULTS) for (const entry of byCache?.get(result)?.values() ?? []) reads += entry.total;
+    return reads;
   }
 
   #entry(resource: string, cache: string, status: number): RequestEntry {
@@ -58,7 +71,7 @@ export class RequestSeries {
     let entry = byStatus.get(statusKey);
     if (entry === undefined) {
       const labels = { resource, status: statusLabel(status), cache };
-      entry = { count: this.#counts.entry(labels), seconds: this.#seconds.series({ cache }) };
+      entry = { count: this.#counts.entry(labels), seconds: this.#seconds.series({ cache }), total: 0 };
       byStatus.set(statusKey, entry);
     }
     return entry;
