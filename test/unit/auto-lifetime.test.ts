@@ -53,18 +53,27 @@ describe('the next lifetime of a page', () => {
     );
   });
 
-  it('with Last-Modified: a tenth of the time between the page’s last two changes, or since its last', () => {
+  it('with Last-Modified: a quarter of the geometric mean of the ttl and the time between its last two changes, or since its last', () => {
     const previous = { ...held(AT - 30_000, 30_000), lastModified: new Date(AT - 62_000).toUTCString() };
+    // Changes 60 s apart under a ttl of 10 s: √(60 · 10) / 4 s.
     expect(nextLifetime({ kind: 'changed', previous }, new Date(AT - 2_000).toUTCString(), AT, 10_000, BOUNDS)).toBe(
-      6_000,
+      Math.round(Math.sqrt(60_000 * 10_000) / 4),
     );
-    // Unchanged for 200 s: a tenth of that, longer than the lifetime it had.
+    // A page changing every 16 ttls lives the ttl; more often, less; less often, more.
+    const every = (ms: number) => ({ ...held(AT - 1_000, 1_000), lastModified: new Date(AT - ms).toUTCString() });
+    const at = (ms: number) =>
+      nextLifetime({ kind: 'changed', previous: every(ms) }, new Date(AT).toUTCString(), AT, 10_000, BOUNDS);
+    expect(at(160_000)).toBe(10_000);
+    expect(at(40_000)).toBe(5_000);
+    expect(at(640_000)).toBe(20_000);
+    // Unchanged for 200 s or 100 s: the lifetime it had (30 s) is longer than √(200 · 10) / 4 s.
     expect(
       nextLifetime({ kind: 'unchanged', previous }, new Date(AT - 200_000).toUTCString(), AT, 10_000, BOUNDS),
     ).toBe(30_000);
     expect(
       nextLifetime({ kind: 'unchanged', previous }, new Date(AT - 100_000).toUTCString(), AT, 10_000, BOUNDS),
     ).toBe(30_000);
+    // A 2 s lifetime, unchanged for 100 s: √(100 · 10) / 4 s.
     expect(
       nextLifetime(
         { kind: 'unchanged', previous: held(AT - 1_000, 2_000) },
@@ -73,7 +82,7 @@ describe('the next lifetime of a page', () => {
         10_000,
         BOUNDS,
       ),
-    ).toBe(10_000);
+    ).toBe(Math.round(Math.sqrt(100_000 * 10_000) / 4));
   });
 
   it('stays within min and max', () => {

@@ -1,23 +1,26 @@
 /**
  * Lifetimes from what the proxy sees change (docs/cache.md#automatic-lifetimes), for a resource
  * whose policy has `autoTtl`: each page gets a lifetime from its own history, kept in its entry,
- * within the policy's `min` and `max`. The rule is RFC 9111 §4.2.2's heuristic — a tenth of how
- * long the page goes without changing — with how long that is learnt from the refreshes:
+ * within the policy's `min` and `max`.
  *
- * - A first fill takes a tenth of the time since the page's `Last-Modified`, never longer than the
- *   policy's `ttl` (what a page did before anyone read it says little of what it does now); the
- *   `ttl` without one.
- * - A refresh that finds the page unchanged (a 304, or the same body) keeps its lifetime, or takes a
- *   tenth of the time since `Last-Modified` when that is longer: the page has gone that long
+ * - A first fill takes RFC 9111 §4.2.2's heuristic, a tenth of the time since the page's
+ *   `Last-Modified`, never longer than the policy's `ttl` (what a page did before anyone read it
+ *   says little of what it does now); the `ttl` without one.
+ * - A refresh that finds a new body takes a quarter of the geometric mean of the policy's `ttl` and
+ *   the time between the page's two last changes (the `Last-Modified` it had and the one it has
+ *   now): √(interval · ttl) / 4. Without them, it halves the shorter of its lifetime and how long
+ *   it was held: the page changes at least that often.
+ * - A refresh that finds the page unchanged (a 304, or the same body) keeps its lifetime, or takes
+ *   √(time since `Last-Modified` · ttl) / 4 when that is longer: the page has gone that long
  *   without a change. Without `Last-Modified`, it doubles.
- * - A refresh that finds a new body takes a tenth of the time between the page's two last changes
- *   (the `Last-Modified` it had and the one it has now: how long it went unchanged last time).
- *   Without them, it halves the shorter of its lifetime and how long it was held: the page changes
- *   at least that often.
  *
- * A read at a random moment of a lifetime a tenth of the change interval misses a change about one
- * time in twenty (1 − (1 − e^−x)/x for x = 0.1): a page that changes every few seconds lives `min`,
- * one that changes every minute about six seconds, one that never changes reaches `max`.
+ * Why a square root: given a number of refreshes to spend over pages that change at different
+ * rates, the lifetimes that leave the fewest stale reads grow with the square root of each page's
+ * change interval (a read of a page changing every I, living L ≪ I, is stale about L / 2I of the
+ * time; minimising Σ L/2I under Σ 1/L fixed gives L ∝ √I). The policy's `ttl` sets the scale: a
+ * page changing every 16 `ttl`s lives the `ttl`, one changing more often less, one changing less
+ * often more, so that the refreshes go from the pages that never change to those that do, at about
+ * the fixed TTL's total (the quarter is the bench's, docs/benchmarks.md#freshness-of-record).
  */
 import type { CacheEntry } from '../entry/entry.js';
 
@@ -60,7 +63,24 @@ function lifetimeOf(previous: CacheEntry, startMs: number): number {
 
 /** A tenth of how long the page went without a change, from `from` to `to` (ms); none when not later. */
 function tenthOf(from: number | undefined, to: number | undefined): number | undefined {
-  return from !== undefined && to !== undefined && to > from ? (to - from) * HEURISTIC_FRACTION : undefined;
+  const interval = intervalOf(from, to);
+  return interval === undefined ? undefined : interval * HEURISTIC_FRACTION;
+}
+
+/** How long the page went without a change, from `from` to `to` (ms); none when not later. */
+function intervalOf(from: number | undefined, to: number | undefined): number | undefined {
+  return from !== undefined && to !== undefined && to > from ? to - from : undefined;
+}
+
+/** √(interval · ttl) times this: the lifetime of a page that changes every interval. */
+const GEOMETRIC_FRACTION = 0.25;
+
+/**
+ * The lifetime of a page that goes `intervalMs` between changes, under a policy whose `ttl` is
+ * `startMs`: a quarter of the geometric mean of the two.
+ */
+function lifetimeFor(intervalMs: number | undefined, startMs: number): number | undefined {
+  return intervalMs === undefined ? undefined : Math.sqrt(intervalMs * startMs) * GEOMETRIC_FRACTION;
 }
 
 /**
@@ -76,16 +96,16 @@ export function nextLifetime(
   bounds: AutoTtl,
 ): number {
   const changedAt = dated(lastModified);
-  const sinceChange = tenthOf(changedAt, at);
   switch (evidence.kind) {
     case 'first':
-      return clamp(Math.min(sinceChange ?? startMs, startMs), bounds);
+      return clamp(Math.min(tenthOf(changedAt, at) ?? startMs, startMs), bounds);
     case 'unchanged': {
       const lifetime = lifetimeOf(evidence.previous, startMs);
+      const sinceChange = lifetimeFor(intervalOf(changedAt, at), startMs);
       return clamp(sinceChange === undefined ? 2 * lifetime : Math.max(lifetime, sinceChange), bounds);
     }
     case 'changed': {
-      const betweenChanges = tenthOf(dated(evidence.previous.lastModified), changedAt);
+      const betweenChanges = lifetimeFor(intervalOf(dated(evidence.previous.lastModified), changedAt), startMs);
       if (betweenChanges !== undefined) return clamp(betweenChanges, bounds);
       const held = Math.max(0, at - evidence.previous.storedAt);
       return clamp(Math.min(lifetimeOf(evidence.previous, startMs), held) / 2, bounds);
