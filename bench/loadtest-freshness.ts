@@ -10,8 +10,7 @@
  * `/admin/cache/invalidate` alone — the others hear of it through Redis
  * (docs/cache.md#soft-invalidation), which the staleness of each replica's answers shows — with
  * every TTL raised to a safety net's for the run (bench/lib/fed-lifetimes.ts). Before each workload
- * that reads the log's pages, a `still` run reads them with nothing changing: the yardstick of
- * their latency.
+ * but `mixed`, a `still` run reads its pages with nothing changing: the yardstick of their latency.
  *
  * As a program (`node dist-bench/bench/loadtest-freshness.js`, e.g. in the docker-compose `loadgen`
  * image) against a running topology: TARGET_URL (the balancer), ADMIN_URLS (every replica's admin
@@ -42,7 +41,6 @@ import {
   type FreshnessWorkload,
   isFreshnessWorkload,
   type PreparedWorkload,
-  pagesReadBy,
   prepareWorkload,
 } from './lib/workloads.js';
 
@@ -206,12 +204,12 @@ function printRun(run: LoadtestFreshnessRun, freshness: Omit<LoadtestFreshness, 
 }
 
 /**
- * The runs of one workload: the log's pages first read with nothing changing, the yardstick of
- * their latency (the log grows in every run of `mixed` and `append`, so each workload's pages are
- * walked, and measured still, anew).
+ * The runs of one workload: its pages first read with nothing changing, the yardstick of their
+ * latency (the log grows in every run of `mixed` and `append`, so each workload's pages are walked,
+ * and measured still, anew); `mixed`, the sandbox's own feed, without.
  */
 function variantsOf(workload: FreshnessWorkload): FreshnessVariant[] {
-  return [...(pagesReadBy(workload) === 'log-pages' ? (['still'] as const) : []), ...FRESHNESS_VARIANTS];
+  return [...(workload === 'mixed' ? [] : (['still'] as const)), ...FRESHNESS_VARIANTS];
 }
 
 /**
