@@ -8,20 +8,29 @@ import type { ProxyError } from '../errors/proxy-error.js';
 import { type CanonicalRead, listRead } from './canonical-read.js';
 import { canonicaliseListQuery, type RawParam } from './query.js';
 
+/** A list page's `data` (unchecked) and `meta` object. */
+export interface PageParts {
+  readonly data: unknown;
+  readonly meta: Record<string, unknown>;
+}
+
+/** A parsed JSON value's `data` and `meta`; `undefined` when it is not an object with a `meta` object. */
+export function partsOf(page: unknown): PageParts | undefined {
+  if (typeof page !== 'object' || page === null) return undefined;
+  const { data, meta } = page as { readonly data?: unknown; readonly meta?: unknown };
+  if (typeof meta !== 'object' || meta === null) return undefined;
+  return { data, meta: meta as Record<string, unknown> };
+}
+
 /** A list page body's `data` (unchecked) and `meta`; `undefined` when it is not a JSON object with a `meta` object. */
-export function pageParts(
-  body: Buffer,
-): { readonly data: unknown; readonly meta: Record<string, unknown> } | undefined {
+export function pageParts(body: Buffer): PageParts | undefined {
   let page: unknown;
   try {
     page = JSON.parse(body.toString('utf8'));
   } catch {
     return undefined;
   }
-  if (typeof page !== 'object' || page === null) return undefined;
-  const { data, meta } = page as { readonly data?: unknown; readonly meta?: unknown };
-  if (typeof meta !== 'object' || meta === null) return undefined;
-  return { data, meta: meta as Record<string, unknown> };
+  return partsOf(page);
 }
 
 /** The cursor a list page names for the page after it; `undefined` when it is the last. */

@@ -10,6 +10,7 @@ import {
   UpstreamTimeoutError,
   UpstreamUnavailableError,
 } from '../errors/proxy-error.js';
+import type { PageParts } from '../request/next-page.js';
 import { judgeAnswer } from './answer.js';
 import { type UpstreamAnswer, type UpstreamClient, UpstreamFailure } from './client.js';
 import { entityTag, httpDate } from './validators.js';
@@ -88,13 +89,14 @@ export function createUpstreamOrigin(upstream: UpstreamClient): Origin {
         upstreamMs: answer.elapsedMs,
       };
     }
-    return { kind: 'answer', answer: originAnswer(answer) };
+    return { kind: 'answer', answer: originAnswer(answer, verdict.kind === 'ok' ? verdict.page : undefined) };
   };
 }
 
-/** The answer as the cache sees it: its validators judged (kept only when well formed). */
-function originAnswer(answer: UpstreamAnswer): OriginAnswer {
+/** The answer as the cache sees it: its validators judged (kept only when well formed), a list page's parts. */
+function originAnswer(answer: UpstreamAnswer, page: PageParts | undefined): OriginAnswer {
   return {
+    ...(page !== undefined && { page }),
     status: answer.status,
     contentType: answer.contentType,
     retryAfter: answer.retryAfter,

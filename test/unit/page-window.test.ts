@@ -18,7 +18,11 @@ import {
   reaches,
 } from '../../src/cache/entry/page-window.js';
 import { L1Cache } from '../../src/cache/stores/l1.js';
+import { pageParts } from '../../src/request/next-page.js';
 import { storedEntry } from '../helpers/entries.js';
+
+/** The window of a page body, parsed as the upstream's check parses it. */
+const windowOf = (after: number, body: Buffer) => pageWindowOf(after, pageParts(body));
 
 const page = (ids: readonly number[], more: boolean, next?: number): Buffer =>
   Buffer.from(
@@ -32,21 +36,21 @@ const ids = (...list: number[]) => ({ kind: 'ids', ids: list }) as const;
 
 describe('a list page’s keyset window', () => {
   it('is its cursor, its last id and whether it has more, for a page that keeps the keyset rule', () => {
-    expect(pageWindowOf(100, page([101, 105, 109], true, 109))).toEqual({ after: 100, last: 109, more: true });
-    expect(pageWindowOf(0, page([3, 4], false))).toEqual({ after: 0, last: 4, more: false });
-    expect(pageWindowOf(500, page([], false))).toEqual({ after: 500, last: undefined, more: false });
+    expect(windowOf(100, page([101, 105, 109], true, 109))).toEqual({ after: 100, last: 109, more: true });
+    expect(windowOf(0, page([3, 4], false))).toEqual({ after: 0, last: 4, more: false });
+    expect(windowOf(500, page([], false))).toEqual({ after: 500, last: undefined, more: false });
   });
 
   it('is none for a page that breaks it: ids out of order, at or below the cursor, or a cursor not its last', () => {
-    expect(pageWindowOf(0, page([5, 3], false))).toBeUndefined();
-    expect(pageWindowOf(0, page([3, 3], false))).toBeUndefined();
-    expect(pageWindowOf(10, page([10, 11], false))).toBeUndefined();
-    expect(pageWindowOf(0, page([1, 2], true, 7))).toBeUndefined();
-    expect(pageWindowOf(0, page([1, 2], true))).toBeUndefined();
-    expect(pageWindowOf(0, page([], true, 0))).toBeUndefined();
-    expect(pageWindowOf(0, Buffer.from('{"data":[{"id":"1"}],"meta":{"has_more":false}}'))).toBeUndefined();
-    expect(pageWindowOf(0, Buffer.from('{"data":[],"meta":{}}'))).toBeUndefined();
-    expect(pageWindowOf(0, Buffer.from('not json'))).toBeUndefined();
+    expect(windowOf(0, page([5, 3], false))).toBeUndefined();
+    expect(windowOf(0, page([3, 3], false))).toBeUndefined();
+    expect(windowOf(10, page([10, 11], false))).toBeUndefined();
+    expect(windowOf(0, page([1, 2], true, 7))).toBeUndefined();
+    expect(windowOf(0, page([1, 2], true))).toBeUndefined();
+    expect(windowOf(0, page([], true, 0))).toBeUndefined();
+    expect(windowOf(0, Buffer.from('{"data":[{"id":"1"}],"meta":{"has_more":false}}'))).toBeUndefined();
+    expect(windowOf(0, Buffer.from('{"data":[],"meta":{}}'))).toBeUndefined();
+    expect(windowOf(0, Buffer.from('not json'))).toBeUndefined();
   });
 
   it('holds a change of X exactly when A < X and (X ≤ L or the page is the last)', () => {

@@ -12,7 +12,7 @@
  * filled (`pageWindowOf`), and one that breaks it has no window, so that every change of its
  * group reaches it, as if windows did not exist. Pure.
  */
-import { pageParts } from '../../request/next-page.js';
+import type { PageParts } from '../../request/next-page.js';
 
 /** What a list page covers: ids above `after`, up to `last` when it has `more` after it. */
 export interface PageWindow {
@@ -45,8 +45,7 @@ function isId(value: unknown): value is number {
  * it names its last id as `next_after_id`. `undefined` otherwise: its group's every change
  * reaches it.
  */
-export function pageWindowOf(after: number, body: Buffer): PageWindow | undefined {
-  const parts = pageParts(body);
+export function pageWindowOf(after: number, parts: PageParts | undefined): PageWindow | undefined {
   if (parts === undefined || !Array.isArray(parts.data)) return undefined;
   let previous = after;
   for (const record of parts.data as readonly unknown[]) {

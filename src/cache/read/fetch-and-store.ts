@@ -9,7 +9,7 @@
  */
 import type { Metrics } from '../../observability/metrics.js';
 import { createTurnGate } from '../../platform/turn-gate.js';
-import { cursorOf } from '../../request/next-page.js';
+import { cursorOf, pageParts } from '../../request/next-page.js';
 import type { CacheAddress } from '../entry/cache-key.js';
 import type { CacheEntry } from '../entry/entry.js';
 import { type PageWindow, pageWindowOf } from '../entry/page-window.js';
@@ -111,7 +111,7 @@ export class FetchAndStore {
   #windowOf(request: ReadRequest, address: CacheAddress, answer: OriginAnswer): PageWindow | undefined {
     const after = cursorOf(request.read);
     if (after === undefined || answer.status !== 200) return undefined;
-    const window = pageWindowOf(after, answer.body);
+    const window = pageWindowOf(after, answer.page ?? pageParts(answer.body));
     if (window === undefined) this.#options.onWindowless?.(address);
     return window;
   }

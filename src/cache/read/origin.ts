@@ -8,6 +8,7 @@ import type { ProxyError } from '../../errors/proxy-error.js';
 import type { TraceFields } from '../../observability/trace-context.js';
 import type { RequestTrace } from '../../observability/tracing.js';
 import type { CanonicalRead } from '../../request/canonical-read.js';
+import type { PageParts } from '../../request/next-page.js';
 import type { PrefetchStanding } from '../prefetch/prefetch-standing.js';
 
 /** One canonical read, for one credential. */
@@ -48,6 +49,8 @@ export interface OriginAnswer {
   readonly etag?: string | undefined;
   readonly lastModified?: string | undefined;
   readonly body: Buffer;
+  /** A list page's `data` and `meta` as the origin's check of the body parsed them; absent: not parsed. */
+  readonly page?: PageParts | undefined;
   readonly elapsedMs: number;
 }
 
