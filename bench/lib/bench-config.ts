@@ -19,6 +19,13 @@ import { envInt } from './env.js';
 export const NEVER_REFUSING = { points: 10_000_000, duration: envInt('BENCH_LIMIT_WINDOW', 60, 1, 3600) } as const;
 export const KEY_PREFIX = 'slab';
 
+/** The `rateLimit:` section of a config whose inbound limits never refuse (NEVER_REFUSING for both). */
+export function neverRefusingLimits(): string[] {
+  const { points, duration } = NEVER_REFUSING;
+  const policy = `{ points: ${String(points)}, duration: ${String(duration)} }`;
+  return ['rateLimit:', `  perCredential: ${policy}`, `  perCompany: ${policy}`];
+}
+
 /**
  * The resource whose pages expire during the hit rounds, at its shipped lifetime (seconds), so that
  * hits are measured with refreshes running as in production; none with BENCH_REFRESHING=0.

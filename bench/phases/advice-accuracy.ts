@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { join } from 'node:path';
+import { neverRefusingLimits } from '../lib/bench-config.js';
 import { envInt } from '../lib/env.js';
 import { fmt, say, textTable } from '../lib/format.js';
 import { groupStaleness, scoreAnswers } from '../lib/freshness-figures.js';
@@ -54,18 +55,7 @@ interface AdviceJson {
 function writeConfig(dir: string): string {
   const file = join(dir, 'advice.yaml');
   const resources = Object.keys(ADVICE_RATES).map((name) => `    ${name}: { ttl: ${String(ADVICE_TTL)} }`);
-  writeFileSync(
-    file,
-    [
-      'cache:',
-      '  resources:',
-      ...resources,
-      'rateLimit:',
-      '  perCredential: { points: 10000000, duration: 60 }',
-      '  perCompany: { points: 10000000, duration: 60 }',
-      '',
-    ].join('\n'),
-  );
+  writeFileSync(file, ['cache:', '  resources:', ...resources, ...neverRefusingLimits(), ''].join('\n'));
   return file;
 }
 

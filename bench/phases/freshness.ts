@@ -17,6 +17,7 @@ import { Agent } from 'node:http';
 import { join } from 'node:path';
 import { RESOURCE_NAMES } from '../../src/catalog/resources.js';
 import { BUILT_IN_CONFIG } from '../../src/config/schema.js';
+import { neverRefusingLimits } from '../lib/bench-config.js';
 import { envInt } from '../lib/env.js';
 import { awaitLifetimes, FED_TTL, raiseFedLifetimes } from '../lib/fed-lifetimes.js';
 import { fmtInt, say } from '../lib/format.js';
@@ -113,9 +114,7 @@ function writeConfig(dir: string, variant: FreshnessVariant, settings: Freshness
       ...(variant === 'auto'
         ? ['cache:', `  autoTtl: { maxRefreshesPerSecond: ${String(settings.autoCeiling)} }`, '  resources:', ...auto]
         : []),
-      'rateLimit:',
-      '  perCredential: { points: 10000000, duration: 60 }',
-      '  perCompany: { points: 10000000, duration: 60 }',
+      ...neverRefusingLimits(),
       '',
     ].join('\n'),
   );

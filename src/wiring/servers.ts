@@ -8,11 +8,11 @@ import type { Server } from 'node:http';
 import { messageOf } from '../errors/proxy-error.js';
 import { createHttpLog } from '../http/http-log.js';
 import { createHttpServer } from '../http/server.js';
-import { TokenBucket } from '../limits/token-bucket.js';
 import { createRequestLog, type RequestLog } from '../observability/logger.js';
 import { createAdminApp, type OperatorApi } from '../planes/admin/admin-app.js';
 import { createDataPlane, type DataPlaneOptions } from '../planes/data/data-plane.js';
 import { createFallbackApp } from '../planes/fallback-app.js';
+import { TokenBucket } from '../platform/token-bucket.js';
 import { readinessOf } from './readiness.js';
 import type { ReplicaParts } from './replica-parts.js';
 

@@ -203,12 +203,10 @@ describe('the stale share estimate against a simulated resource', () => {
     }
   }
 
-  function simulate(every: number, readsPerSecond: number): { simulated: number; estimated: number | null } {
-    const random = seeded(every * 1_000 + Math.round(readsPerSecond * 100));
-    const counted: Counted = { reads: 0, stale: 0, refreshes: 0, changed: 0, heldSeconds: 0, waitedSeconds: 0 };
-    for (let page = 0; page < PAGES; page++) simulatePage(random, every, readsPerSecond, counted);
-    const totals: WindowTotals = {
-      fills: PAGES,
+  /** What the ledger would total of the simulated refreshes (the reads left uncounted). */
+  function windowTotals(counted: Counted, fills: number): WindowTotals {
+    return {
+      fills,
       refreshes: counted.refreshes,
       unchanged: counted.refreshes - counted.changed,
       changed: counted.changed,
@@ -218,6 +216,13 @@ describe('the stale share estimate against a simulated resource', () => {
       lastModifiedChanges: 0,
       lastModifiedSeconds: 0,
     };
+  }
+
+  function simulate(every: number, readsPerSecond: number): { simulated: number; estimated: number | null } {
+    const random = seeded(every * 1_000 + Math.round(readsPerSecond * 100));
+    const counted: Counted = { reads: 0, stale: 0, refreshes: 0, changed: 0, heldSeconds: 0, waitedSeconds: 0 };
+    for (let page = 0; page < PAGES; page++) simulatePage(random, every, readsPerSecond, counted);
+    const totals = windowTotals(counted, PAGES);
     const serving = { ttl: TTL, staleWindow: STALE_WINDOW, ahead: AHEAD };
     const advice = adviceFor('receipts', totals, serving, 5, 10);
     return { simulated: counted.stale / counted.reads, estimated: advice.staleShareEstimate };
@@ -228,17 +233,7 @@ describe('the stale share estimate against a simulated resource', () => {
     const random = seeded(every * 7_919);
     const counted: Counted = { reads: 0, stale: 0, refreshes: 0, changed: 0, heldSeconds: 0, waitedSeconds: 0 };
     for (const rate of rates) simulatePage(random, every, rate, counted, 20_000);
-    const totals: WindowTotals = {
-      fills: rates.length,
-      refreshes: counted.refreshes,
-      unchanged: counted.refreshes - counted.changed,
-      changed: counted.changed,
-      heldSeconds: counted.heldSeconds,
-      waitedSeconds: counted.waitedSeconds,
-      bytes: 0,
-      lastModifiedChanges: 0,
-      lastModifiedSeconds: 0,
-    };
+    const totals = windowTotals(counted, rates.length);
     return { simulated: counted.stale / counted.reads, totals: { ...totals, reads: counted.reads } };
   }
 

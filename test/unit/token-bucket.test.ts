@@ -1,12 +1,12 @@
 /**
- * The change feed's token bucket (src/limits/token-bucket.ts) on a clock the test moves: full at
+ * The change feed's token bucket (src/platform/token-bucket.ts) on a clock the test moves: full at
  * the start, a take all or nothing, refilled at its rate up to its burst, and the wait a refused
  * take is told: exactly until the bucket holds the count, which `Retry-After` rounds up to whole
  * seconds, at least 1 (src/http/retry-after.ts).
  */
 import { describe, expect, it } from 'vitest';
 import { secondsToWait } from '../../src/http/retry-after.js';
-import { TokenBucket } from '../../src/limits/token-bucket.js';
+import { TokenBucket } from '../../src/platform/token-bucket.js';
 
 function bucket(perSecond: number, burst: number) {
   let clock = 1_000_000;

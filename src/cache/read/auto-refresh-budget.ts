@@ -9,6 +9,8 @@
  * The rate is the replica's ceiling, or its share of the fleet's (the fleet's over the replicas
  * counted live, src/platform/redis/replica-count.ts), whichever is lower; the bucket holds a second's worth.
  */
+import { TokenBucket } from '../../platform/token-bucket.js';
+
 export interface AutoRefreshBudgetOptions {
   /** Refreshes a second this replica may start early, at most. */
   readonly perReplica: number;
@@ -22,17 +24,17 @@ export interface AutoRefreshBudgetOptions {
 
 export class AutoRefreshBudget {
   readonly #options: AutoRefreshBudgetOptions;
-  readonly #now: () => number;
-  #tokens: number;
-  #at: number;
+  /** Refilled at the rate in force, holding a second's worth. */
+  readonly #bucket: TokenBucket;
   #granted = 0;
   #refused = 0;
 
   constructor(options: AutoRefreshBudgetOptions) {
     this.#options = options;
-    this.#now = options.now ?? (() => performance.now());
-    this.#tokens = this.rate();
-    this.#at = this.#now();
+    this.#bucket = new TokenBucket(
+      () => ({ perSecond: this.rate(), burst: this.rate() }),
+      options.now ?? (() => performance.now()),
+    );
   }
 
   /** Refreshes a second now: the replica's ceiling or its share of the fleet's, the lower. */
@@ -42,19 +44,12 @@ export class AutoRefreshBudget {
     return Math.min(perReplica, share);
   }
 
-  /** One early refresh, if the ceiling allows it now. */
+  /** One early refresh, if the ceiling allows it now (a rate under one a second holds no whole token). */
   take(): boolean {
-    const rate = this.rate();
-    const at = this.#now();
-    this.#tokens = Math.min(rate, this.#tokens + ((at - this.#at) / 1000) * rate);
-    this.#at = at;
-    if (this.#tokens < 1) {
-      this.#refused += 1;
-      return false;
-    }
-    this.#tokens -= 1;
-    this.#granted += 1;
-    return true;
+    const granted = this.rate() >= 1 && this.#bucket.take(1).taken;
+    if (granted) this.#granted += 1;
+    else this.#refused += 1;
+    return granted;
   }
 
   /** Early refreshes granted and refused since the start. */

@@ -17,8 +17,8 @@ import { isPositiveId } from '../../catalog/grammar.js';
 import { isResourceName, type ResourceName } from '../../catalog/resources.js';
 import { InvalidBodyError, type ProxyError, RateLimitedError } from '../../errors/proxy-error.js';
 import { secondsToWait } from '../../http/retry-after.js';
-import type { TokenBucket } from '../../limits/token-bucket.js';
 import type { Metrics } from '../../observability/metrics.js';
+import type { TokenBucket } from '../../platform/token-bucket.js';
 import { bodyProblem, noStore, notShared, problem } from './operator-io.js';
 
 /** Changes in one batch, and record ids in one change, at most (the body is 16 KiB at most anyway). */
